@@ -1,0 +1,53 @@
+"""Checks of the workflow configuration that a JSON schema cannot express.
+
+The schema (``workflow/schemas/config.schema.yaml``) validates types, ranges and
+enumerations; :func:`check_config` adds the checks that relate several keys.
+"""
+
+from pathlib import Path
+
+from .errors import ConfigError
+
+#: Dimensions kept per codebook entry (VLAD) and per Gaussian and gradient (FV).
+#: The signature of ``encoding`` with K entries has ``K * pca_dims * FACTOR`` dims.
+SIGNATURE_FACTOR = {"vlad": 1, "fv": 2}
+
+
+def signature_dim(encoding, n_clusters, pca_dims):
+    """Dimension D of a VLAD-K (K * d) or FV-K (2 * K * d) signature."""
+    return SIGNATURE_FACTOR[encoding] * n_clusters * pca_dims
+
+
+def check_config(config):
+    """Raise :class:`ConfigError` naming the key when values contradict each other.
+
+    Parameters
+    ----------
+    config : dict
+        The configuration after schema validation (defaults filled in).
+    """
+    dataset = config["dataset"]
+    if dataset["kind"] != "embedded":
+        if not dataset.get("path"):
+            raise ConfigError(
+                f"dataset.path: required when dataset.kind is {dataset['kind']!r}; "
+                "set it to the folder holding the images"
+            )
+        if not Path(dataset["path"]).is_dir():
+            raise ConfigError(
+                f"dataset.path: {dataset['path']!r} is not a folder; "
+                "point it at the data set's image folder"
+            )
+
+    pca_dims = config["codebooks"]["pca_dims"]
+    smallest = min(
+        signature_dim(encoding, K, pca_dims)
+        for encoding in config["signatures"]["encodings"]
+        for K in config["signatures"]["codebook_sizes"]
+    )
+    too_large = [R for R in config["baseline"]["dims"] if R >= smallest]
+    if too_large:
+        raise ConfigError(
+            f"baseline.dims: {too_large} not below the smallest signature dimension "
+            f"({smallest}); use smaller output dimensions or larger codebooks"
+        )

@@ -1,0 +1,353 @@
+"""The workflow's stages as functions of file paths.
+
+Each Snakemake rule has a two-line script in ``workflow/scripts/`` that hands its
+named ``input``, ``output`` and ``params`` to one function here through
+:func:`run_rule`. The functions read their inputs, call the library and write
+their outputs atomically, so they can be run and tested without Snakemake.
+"""
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import data, descriptors, encoding, evaluation, report
+from .codebooks import (
+    DescriptorPCA,
+    FisherCodebook,
+    VladCodebook,
+    fit_descriptor_pca as _fit_descriptor_pca,
+    fit_fisher_codebook as _fit_fisher_codebook,
+    fit_vlad_codebook as _fit_vlad_codebook,
+)
+from .errors import ConfigError, DatasetError, NdirInputError
+from .projection import PCAProjection
+
+logger = logging.getLogger(__name__)
+
+CODEBOOK_CLASSES = {"vlad": VladCodebook, "fv": FisherCodebook}
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_rule(smk, stage):
+    """Run ``stage`` with a Snakemake job's named input, output and params.
+
+    Logging goes to the job's log file; BLAS and OpenMP get the job's threads.
+    Bad input (:class:`~ndir.errors.NdirInputError`) ends the job with its one-line
+    message instead of a traceback.
+    """
+    from threadpoolctl import threadpool_limits
+
+    logging.basicConfig(
+        filename=smk.log[0] if smk.log else None,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    kwargs = {**dict(smk.input.items()), **dict(smk.output.items())}
+    kwargs.update(smk.params.items())
+    with threadpool_limits(limits=smk.threads):
+        try:
+            stage(**kwargs)
+        except NdirInputError as error:
+            logger.error("%s", error)
+            print(f"ndir: error: {error}", file=sys.stderr)
+            sys.exit(1)
+
+
+@contextmanager
+def atomic_output(path):
+    """Yield a temporary path beside ``path``; move it into place on success.
+
+    A job that fails leaves no half-written result behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_json(obj, path):
+    with atomic_output(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def _write_csv(df, path):
+    with atomic_output(path) as tmp:
+        df.to_csv(tmp, index=False)
+
+
+def read_image_table(path):
+    """Read the image table written by :func:`index_dataset`."""
+    return pd.read_csv(path, dtype={"image_id": str, "group_name": str})
+
+
+# --------------------------------------------------------------------------- data
+
+
+def build_embedded_dataset(folder, n_groups, view_width, seed):
+    """Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
+    with _atomic_folder(folder) as tmp:
+        table = data.build_embedded_dataset(tmp, n_groups=n_groups, seed=seed, view_width=view_width)
+    logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
+
+
+@contextmanager
+def _atomic_folder(folder):
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        yield tmp
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def index_dataset(images, skipped, report, kind, root, train_fraction, seed, descriptors, max_dim):
+    """Scan, check and split a data set; write the image table and a data report.
+
+    Parameters
+    ----------
+    images, skipped, report : str
+        Output paths: the image table (CSV, one row per kept image, with its
+        ``split``), the skipped images with reasons (CSV) and a JSON summary.
+    kind, root : str
+        Data set kind (``embedded``, ``holidays``, ``ukbench``, ``folders``) and folder.
+    train_fraction : float
+        Share of groups in the training split.
+    seed : int
+        Seed of the group split.
+    descriptors : dict
+        Descriptor parameters; images too small for one patch are skipped.
+    max_dim : int
+        Largest PCA output dimension asked for: the training split must hold more images.
+    """
+    scanned = data.scan_dataset(kind, root)
+    table, ignored = scanned if isinstance(scanned, tuple) else (scanned, pd.DataFrame())
+    min_size = descriptors_min_size(descriptors)
+    kept, skipped_rows = data.validate_images(table, min_size=min_size)
+    if kept.empty:
+        raise DatasetError(f"{root}: no usable image groups left after checking the images; see {skipped}")
+    split = data.split_groups(kept, train_fraction=train_fraction, seed=seed)
+    n_train = int((split["split"] == "train").sum())
+    if n_train <= max_dim:
+        raise ConfigError(
+            f"baseline.dims: the training split holds {n_train} images, but PCA to R = {max_dim} "
+            f"needs more than {max_dim}; use a larger data set (embedded.n_groups) or smaller dims"
+        )
+    summary = {
+        "kind": kind,
+        "root": str(root),
+        "n_images_found": int(len(table)),
+        "n_files_ignored": int(len(ignored)),
+        "n_images_skipped": int(len(skipped_rows)),
+        "skipped_reasons": {str(k): int(v) for k, v in skipped_rows.get("reason", pd.Series(dtype=str)).value_counts().items()},
+        "n_images": int(len(split)),
+        "n_groups": int(split["group"].nunique()),
+        "splits": {
+            name: {"n_groups": int(part["group"].nunique()), "n_images": int(len(part))}
+            for name, part in split.groupby("split")
+        },
+    }
+    _write_csv(split, images)
+    _write_csv(pd.concat([skipped_rows, ignored], ignore_index=True), skipped)
+    _write_json(summary, report)
+    logger.info("data set: %s", summary)
+
+
+def descriptors_min_size(params):
+    """Smallest image side (px) that fits one descriptor patch at the finest scale."""
+    return descriptors.min_image_size(params["cell_sizes"])
+
+
+# --------------------------------------------------------------------------- codebooks
+
+
+def sample_descriptors(images, sample, per_image, seed, descriptors):
+    """Sample ``per_image`` local descriptors from each training image.
+
+    Streams image by image: only the sample, (n_train * per_image, 128) float32,
+    is ever held in memory.
+    """
+    table = read_image_table(images)
+    train = table[table["split"] == "train"]
+    rng = np.random.default_rng(seed)
+    parts = []
+    for path in train["path"]:
+        local = _image_descriptors(path, descriptors)
+        take = min(per_image, len(local))
+        parts.append(local[rng.choice(len(local), size=take, replace=False)])
+    stacked = np.concatenate(parts).astype(np.float32, copy=False)
+    with atomic_output(sample) as tmp:
+        np.save(tmp, stacked)
+    logger.info("sampled %d descriptors from %d training images", len(stacked), len(train))
+
+
+def _image_descriptors(path, params):
+    return descriptors.image_descriptors(
+        path, max_width=params["max_width"], step=params["step"], cell_sizes=tuple(params["cell_sizes"])
+    )
+
+
+def fit_descriptor_pca(sample, pca, n_components):
+    """Fit the PCA of local descriptors (paper: 80 dims, for the Fisher Vectors)."""
+    model = _fit_descriptor_pca(np.load(sample), n_components=n_components)
+    with atomic_output(pca) as tmp:
+        model.save(tmp)
+
+
+def fit_vlad_codebook(sample, codebook, n_clusters, n_components, n_iter, seed):
+    """Fit k-means and the cluster-wise PCA of a VLAD-K codebook."""
+    model = _fit_vlad_codebook(np.load(sample), n_clusters=n_clusters, n_components=n_components, seed=seed, n_iter=n_iter)
+    with atomic_output(codebook) as tmp:
+        model.save(tmp)
+
+
+def fit_fisher_codebook(sample, pca, codebook, n_clusters, n_iter, seed):
+    """Fit the diagonal GMM of an FV-K codebook on PCA-reduced descriptors."""
+    model = _fit_fisher_codebook(np.load(sample), n_clusters=n_clusters, pca=DescriptorPCA.load(pca), seed=seed, n_iter=n_iter)
+    with atomic_output(codebook) as tmp:
+        model.save(tmp)
+
+
+def codebook_name(path):
+    """``results/codebooks/fv-64.npz`` -> ``fv-64``."""
+    return Path(path).name.removesuffix(".npz")
+
+
+def load_codebook(path):
+    """Load a VLAD or FV codebook, its class chosen by the file name."""
+    encoding_name = codebook_name(path).split("-")[0]
+    return CODEBOOK_CLASSES[encoding_name].load(path)
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descriptors):
+    """Encode one shard of the images with every codebook.
+
+    Each image's local descriptors are computed once and encoded with all
+    codebooks, then power- (``alpha``) and L2-normalised. Writes an ``.npz`` with
+    one (n_shard_images, D) float32 array per codebook name and ``image_id``.
+    """
+    table = read_image_table(images)
+    rows = shard_rows(len(table), shard, n_shards)
+    part = table.iloc[rows]
+    models = {codebook_name(path): load_codebook(path) for path in codebooks}
+    out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
+    for i, path in enumerate(part["path"]):
+        local = _image_descriptors(path, descriptors)
+        for name, model in models.items():
+            out[name][i] = model.encode(local)
+        if (i + 1) % 25 == 0:
+            logger.info("shard %d: %d / %d images", shard, i + 1, len(part))
+    for name in out:
+        out[name] = encoding.power_l2_normalise(out[name], alpha=alpha)
+    with atomic_output(signatures) as tmp:
+        np.savez(tmp, image_id=part["image_id"].to_numpy(dtype=str), **out)
+
+
+def shard_rows(n_images, shard, n_shards):
+    """Row slice of shard ``shard`` of ``n_shards`` contiguous, near-equal shards."""
+    return slice(shard * n_images // n_shards, (shard + 1) * n_images // n_shards)
+
+
+def gather_signatures(images, shards, signatures, name):
+    """Concatenate one signature's shards into an (n_images, D) float32 ``.npy``.
+
+    Rows follow the image table's order, which is checked.
+    """
+    table = read_image_table(images)
+    parts, ids = [], []
+    for path in shards:
+        with np.load(path) as npz:
+            parts.append(npz[name])
+            ids.append(npz["image_id"])
+    if not np.array_equal(np.concatenate(ids), table["image_id"].to_numpy(dtype=str)):
+        raise DatasetError(f"{images}: the signature shards do not match the image table; rerun encode_shard")
+    with atomic_output(signatures) as tmp:
+        np.save(tmp, np.concatenate(parts))
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def split_signatures(images, signatures):
+    """Load signatures and the image table; return {split: (X, groups, is_query)}."""
+    table = read_image_table(images)
+    X = np.load(signatures, mmap_mode="r")
+    out = {}
+    for name in ("train", "test"):
+        mask = (table["split"] == name).to_numpy()
+        out[name] = (
+            np.ascontiguousarray(X[mask], dtype=np.float32),
+            table.loc[mask, "group"].to_numpy(),
+            table.loc[mask, "is_query"].to_numpy(dtype=bool),
+        )
+    return out
+
+
+def evaluate_pca_baseline(images, signatures, results, dims):
+    """Test-split mAP of full signatures and of PCA-R reductions fitted on train.
+
+    Writes a CSV with columns ``signature, encoding, K, dim, R, map`` (R = 0 for
+    the full signature, mAP in [0, 1]) — the rows of the paper's Table I.
+    """
+    name = codebook_name(signatures).removesuffix(".npy")
+    encoding_name, K = name.split("-")
+    splits = split_signatures(images, signatures)
+    X_train, _, _ = splits["train"]
+    X_test, groups, is_query = splits["test"]
+    rows = [{"R": 0, "map": evaluation.holidays_map(X_test, groups, is_query)}]
+    for R in dims:
+        projection = PCAProjection(n_components=R).fit(X_train)
+        rows.append({"R": R, "map": evaluation.holidays_map(projection.transform(X_test), groups, is_query)})
+    out = pd.DataFrame(rows)
+    out.insert(0, "dim", X_test.shape[1])
+    out.insert(0, "K", int(K))
+    out.insert(0, "encoding", encoding_name)
+    out.insert(0, "signature", name)
+    _write_csv(out, results)
+    logger.info("%s: %s", name, out.to_dict("records"))
+
+
+def table1(results, data_report, table, kind):
+    """Assemble Table I (mAP in % on the test split) in CSV, Markdown and LaTeX."""
+    rows = pd.concat([pd.read_csv(path) for path in results], ignore_index=True)
+    paper = report.load_paper_table1() if kind == "holidays" else None
+    frame = report.table1(rows, paper=paper)
+    stem = Path(table[0]).with_suffix("")
+    report.write_table(frame, stem, caption=_table1_caption(data_report, paper is not None))
+
+
+def _table1_caption(data_report, with_paper):
+    with open(data_report) as f:
+        summary = json.load(f)
+    test = summary["splits"].get("test", {})
+    caption = (
+        f"Table I: mAP (%) of VLAD and FV signatures and of their PCA reductions to R dims, "
+        f"{summary['kind']} data, test split ({test.get('n_groups', 0)} groups, {test.get('n_images', 0)} images)."
+    )
+    if not with_paper:
+        caption += " The paper's values (INRIA Holidays) are shown only when the data set is Holidays."
+    return caption

@@ -1,0 +1,85 @@
+"""End-to-end: the real workflow on a tiny embedded set, checked through its tables."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ndir.evaluation import holidays_map
+from ndir.pipeline import read_image_table
+
+from .conftest import REPO, run_snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def test_table1_values_are_maps_in_percent(tiny_run):
+    table = pd.read_csv(tiny_run / "results/tables/table1.csv")
+    assert list(table["Sign."]) == ["VLAD-4", "VLAD-8", "FV-4", "FV-8"]
+    values = table[["Full", "8", "16"]].to_numpy(dtype=float)
+    assert np.isfinite(values).all()
+    assert ((values >= 0) & (values <= 100)).all()
+    for ext in ("md", "tex"):
+        assert (tiny_run / f"results/tables/table1.{ext}").stat().st_size > 0
+
+
+def test_full_fisher_vector_beats_random_projection(tiny_run):
+    table = read_image_table(tiny_run / "results/data/images.csv")
+    X = np.load(tiny_run / "results/signatures/fv-8.npy")
+    test = (table["split"] == "test").to_numpy()
+    groups, is_query = table.loc[test, "group"].to_numpy(), table.loc[test, "is_query"].to_numpy()
+    full = holidays_map(X[test], groups, is_query)
+    rng = np.random.default_rng(0)
+    random_projection = rng.standard_normal((X.shape[1], 8)).astype(np.float32)
+    reduced = X[test] @ random_projection
+    reduced /= np.linalg.norm(reduced, axis=1, keepdims=True)
+    assert full > holidays_map(reduced, groups, is_query) + 0.05
+    table1 = pd.read_csv(tiny_run / "results/tables/table1.csv").set_index("Sign.")
+    assert table1.loc["FV-8", "Full"] == pytest.approx(100 * full, abs=0.006)
+
+
+def test_data_report_counts_every_image(tiny_run):
+    summary = json.loads((tiny_run / "results/data/report.json").read_text())
+    assert summary["n_images"] + summary["n_images_skipped"] == summary["n_images_found"]
+    assert summary["splits"]["train"]["n_groups"] == summary["splits"]["test"]["n_groups"] == 20
+
+
+def test_same_seed_gives_identical_table1(tiny_run, tmp_path):
+    result = run_snakemake(tmp_path, "--cores", "1", "--configfile", str(REPO / "tests/configs/tiny.yaml"), check=False)
+    assert result.returncode == 0, result.stderr[-6000:]
+    first = (tiny_run / "results/tables/table1.csv").read_bytes()
+    assert (tmp_path / "results/tables/table1.csv").read_bytes() == first
+
+
+def test_paper_grid_is_planned_for_holidays(tmp_path):
+    """A Holidays config plans the paper's full grid, K = 64 ... 512 for VLAD and FV."""
+    holidays = tmp_path / "holidays"
+    holidays.mkdir()
+    config = tmp_path / "holidays.yaml"
+    config.write_text(
+        f"dataset: {{kind: holidays, path: {holidays}}}\n"
+        "signatures: {codebook_sizes: [64, 128, 256, 512]}\n"
+    )
+    result = run_snakemake(tmp_path, "-n", "--configfile", str(config), "--quiet", "rules")
+    assert "fit_vlad_codebook" in result.stdout
+    planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), "--summary", check=False)
+    for name in ("vlad-512", "fv-512", "vlad-64", "fv-256"):
+        assert f"results/signatures/{name}.npy" in planned.stdout + planned.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("signatures: {codebook_sizes: [1]}", "codebook_sizes"),
+        ("baseline: {dims: [100000]}", "baseline.dims"),
+        ("dataset: {kind: flickr}", "kind"),
+        ("dataset: {kind: holidays, path: /nonexistent/holidays}", "dataset.path"),
+    ],
+)
+def test_invalid_config_names_the_key(tmp_path, override, key):
+    config = tmp_path / "bad.yaml"
+    config.write_text(override + "\n")
+    result = run_snakemake(tmp_path, "-n", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    assert key in result.stdout + result.stderr

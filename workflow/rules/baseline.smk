@@ -1,0 +1,45 @@
+rule evaluate_pca_baseline:
+    input:
+        images="results/data/images.csv",
+        signatures="results/signatures/{encoding}-{K}.npy",
+    output:
+        results="results/evaluation/pca/{encoding}-{K}.csv",
+    log:
+        "logs/evaluate_pca_baseline/{encoding}-{K}.log",
+    benchmark:
+        "benchmarks/rules/evaluate_pca_baseline/{encoding}-{K}.tsv"
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        dims=config["baseline"]["dims"],
+    script:
+        "../scripts/evaluate_pca_baseline.py"
+
+
+rule table1:
+    input:
+        results=expand(
+            "results/evaluation/pca/{name}.csv",
+            name=signature_names(),
+        ),
+        data_report="results/data/report.json",
+    output:
+        table=table1_outputs(),
+    log:
+        "logs/table1.log",
+    benchmark:
+        "benchmarks/rules/table1.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        kind=config["dataset"]["kind"],
+    script:
+        "../scripts/table1.py"

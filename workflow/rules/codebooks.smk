@@ -1,0 +1,90 @@
+rule sample_descriptors:
+    input:
+        images="results/data/images.csv",
+    output:
+        sample="results/codebooks/descriptor_sample.npy",
+    log:
+        "logs/sample_descriptors.log",
+    benchmark:
+        "benchmarks/rules/sample_descriptors.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        per_image=config["codebooks"]["descriptors_per_image"],
+        seed=config["seed"],
+        descriptors=descriptor_params(),
+    script:
+        "../scripts/sample_descriptors.py"
+
+
+rule fit_descriptor_pca:
+    input:
+        sample="results/codebooks/descriptor_sample.npy",
+    output:
+        pca="results/codebooks/pca.npz",
+    log:
+        "logs/fit_descriptor_pca.log",
+    benchmark:
+        "benchmarks/rules/fit_descriptor_pca.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=5,
+    params:
+        n_components=config["codebooks"]["pca_dims"],
+    script:
+        "../scripts/fit_descriptor_pca.py"
+
+
+rule fit_vlad_codebook:
+    input:
+        sample="results/codebooks/descriptor_sample.npy",
+    output:
+        codebook="results/codebooks/vlad-{K}.npz",
+    log:
+        "logs/fit_vlad_codebook/{K}.log",
+    benchmark:
+        "benchmarks/rules/fit_vlad_codebook/{K}.tsv"
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=3000,
+        runtime=30,
+    params:
+        n_clusters=codebook_size,
+        n_components=config["codebooks"]["pca_dims"],
+        n_iter=config["codebooks"]["kmeans_iterations"],
+        seed=config["seed"],
+    script:
+        "../scripts/fit_vlad_codebook.py"
+
+
+rule fit_fisher_codebook:
+    input:
+        sample="results/codebooks/descriptor_sample.npy",
+        pca="results/codebooks/pca.npz",
+    output:
+        codebook="results/codebooks/fv-{K}.npz",
+    log:
+        "logs/fit_fisher_codebook/{K}.log",
+    benchmark:
+        "benchmarks/rules/fit_fisher_codebook/{K}.tsv"
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=3000,
+        runtime=30,
+    params:
+        n_clusters=codebook_size,
+        n_iter=config["codebooks"]["gmm_iterations"],
+        seed=config["seed"],
+    script:
+        "../scripts/fit_fisher_codebook.py"

@@ -1,0 +1,47 @@
+rule build_embedded_dataset:
+    output:
+        folder=directory("results/data/embedded"),
+    log:
+        "logs/build_embedded_dataset.log",
+    benchmark:
+        "benchmarks/rules/build_embedded_dataset.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        n_groups=config["embedded"]["n_groups"],
+        view_width=config["embedded"]["view_width"],
+        seed=config["seed"],
+    script:
+        "../scripts/build_embedded_dataset.py"
+
+
+rule index_dataset:
+    input:
+        dataset_images,
+    output:
+        images="results/data/images.csv",
+        skipped="results/data/skipped.csv",
+        report="results/data/report.json",
+    log:
+        "logs/index_dataset.log",
+    benchmark:
+        "benchmarks/rules/index_dataset.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    params:
+        kind=config["dataset"]["kind"],
+        root=dataset_root(),
+        train_fraction=config["dataset"]["train_fraction"],
+        seed=config["seed"],
+        descriptors=descriptor_params(),
+        max_dim=max(config["baseline"]["dims"]),
+    script:
+        "../scripts/index_dataset.py"

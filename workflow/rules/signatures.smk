@@ -1,0 +1,45 @@
+rule encode_shard:
+    input:
+        images="results/data/images.csv",
+        codebooks=codebook_files(),
+    output:
+        signatures="results/signatures/shards/{shard}.npz",
+    log:
+        "logs/encode_shard/{shard}.log",
+    benchmark:
+        "benchmarks/rules/encode_shard/{shard}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    params:
+        shard=shard_index,
+        n_shards=config["signatures"]["shards"],
+        alpha=config["signatures"]["power_alpha"],
+        descriptors=descriptor_params(),
+    script:
+        "../scripts/encode_shard.py"
+
+
+rule gather_signatures:
+    input:
+        images="results/data/images.csv",
+        shards=shard_files(),
+    output:
+        signatures="results/signatures/{encoding}-{K}.npy",
+    log:
+        "logs/gather_signatures/{encoding}-{K}.log",
+    benchmark:
+        "benchmarks/rules/gather_signatures/{encoding}-{K}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        name="{encoding}-{K}",
+    script:
+        "../scripts/gather_signatures.py"

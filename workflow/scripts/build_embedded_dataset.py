@@ -1,0 +1,5 @@
+"""Snakemake script of rule build_embedded_dataset: Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
+
+from ndir.pipeline import build_embedded_dataset, run_rule
+
+run_rule(snakemake, build_embedded_dataset)  # noqa: F821 (snakemake is injected by the script directive)

@@ -1,0 +1,5 @@
+"""Snakemake script of rule fit_fisher_codebook: Fit the diagonal GMM of an FV-K codebook on PCA-reduced descriptors."""
+
+from ndir.pipeline import fit_fisher_codebook, run_rule
+
+run_rule(snakemake, fit_fisher_codebook)  # noqa: F821 (snakemake is injected by the script directive)

@@ -1,0 +1,5 @@
+"""Snakemake script of rule index_dataset: Scan, check and split a data set; write the image table and a data report."""
+
+from ndir.pipeline import index_dataset, run_rule
+
+run_rule(snakemake, index_dataset)  # noqa: F821 (snakemake is injected by the script directive)

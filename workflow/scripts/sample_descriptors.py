@@ -1,0 +1,5 @@
+"""Snakemake script of rule sample_descriptors: Sample ``per_image`` local descriptors from each training image."""
+
+from ndir.pipeline import sample_descriptors, run_rule
+
+run_rule(snakemake, sample_descriptors)  # noqa: F821 (snakemake is injected by the script directive)
