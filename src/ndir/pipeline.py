@@ -141,8 +141,7 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, seed, des
     max_dim : int
         Largest PCA output dimension asked for: the training split must hold more images.
     """
-    scanned = data.scan_dataset(kind, root)
-    table, ignored = scanned if isinstance(scanned, tuple) else (scanned, pd.DataFrame())
+    table, ignored = data.scan_dataset(kind, root)
     min_size = descriptors_min_size(descriptors)
     kept, skipped_rows = data.validate_images(table, min_size=min_size)
     if kept.empty:

@@ -1,0 +1,478 @@
+"""ndir.data: image decoding, data-set loaders, image checks, group split, embedded set."""
+
+import logging
+from itertools import combinations
+
+import cv2
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from ndir import embedded
+from ndir.data import (
+    DatasetScan,
+    build_embedded_dataset,
+    read_gray,
+    scan_dataset,
+    split_groups,
+    validate_images,
+)
+from ndir.errors import ConfigError, DatasetError, ImageReadError
+
+
+def _photo(height=48, width=64, seed=0):
+    """A random colour image (H, W, 3) uint8 BGR with some structure."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, size=(height // 8 + 1, width // 8 + 1, 3), dtype=np.uint8)
+    return cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
+
+
+def _write(path, image=None, ext=None):
+    """Write ``image`` (default: a random photo) with OpenCV; returns the path."""
+    image = _photo() if image is None else image
+    ok, data = cv2.imencode(ext or path.suffix.lower(), image)
+    assert ok
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.tobytes())
+    return path
+
+
+# --------------------------------------------------------------------------- read_gray
+
+
+def test_read_gray_png_gray_is_exact(tmp_path):
+    gray = _photo()[:, :, 0]
+    out = read_gray(_write(tmp_path / "g.png", gray))
+    assert out.dtype == np.uint8 and out.shape == gray.shape
+    np.testing.assert_array_equal(out, gray)
+    assert out.flags.writeable
+
+
+def test_read_gray_colour_png_uses_opencv_luminance(tmp_path):
+    bgr = _photo()
+    out = read_gray(_write(tmp_path / "c.png", bgr))
+    np.testing.assert_array_equal(out, cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY))
+    # Independent check of the weights: 0.299 R + 0.587 G + 0.114 B.
+    b, g, r = (bgr[:, :, i].astype(float) for i in range(3))
+    np.testing.assert_allclose(out, 0.299 * r + 0.587 * g + 0.114 * b, atol=1)
+
+
+def test_read_gray_colour_jpeg_close_to_opencv(tmp_path):
+    path = _write(tmp_path / "c.jpg", _photo(96, 128))
+    out = read_gray(path)
+    reference = cv2.cvtColor(cv2.imread(str(path), cv2.IMREAD_COLOR), cv2.COLOR_BGR2GRAY)
+    assert out.shape == reference.shape
+    assert np.abs(out.astype(int) - reference).mean() < 1.0
+
+
+def test_read_gray_drops_alpha(tmp_path):
+    bgr = _photo()
+    alpha = np.zeros(bgr.shape[:2], np.uint8)  # fully transparent: alpha must not matter
+    out = read_gray(_write(tmp_path / "rgba.png", np.dstack([bgr, alpha])))
+    np.testing.assert_array_equal(out, cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY))
+
+    gray = bgr[:, :, 1]
+    Image.fromarray(np.dstack([gray, alpha]), mode="LA").save(tmp_path / "la.png")
+    np.testing.assert_array_equal(read_gray(tmp_path / "la.png"), gray)
+
+
+def test_read_gray_palette_png(tmp_path):
+    bgr = _photo()
+    Image.fromarray(bgr[:, :, ::-1]).quantize(16).save(tmp_path / "p.png")
+    rgb = np.asarray(Image.open(tmp_path / "p.png").convert("RGB"))
+    np.testing.assert_array_equal(read_gray(tmp_path / "p.png"), cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY))
+
+
+def test_read_gray_scales_16_bit(tmp_path):
+    values = np.array([[0, 257, 4096, 32768, 65534, 65535]], dtype=np.uint16)
+    out = read_gray(_write(tmp_path / "g16.png", values))
+    expected = [[round(v * 255 / 65535) for v in row] for row in values.tolist()]
+    np.testing.assert_array_equal(out, expected)  # 4096 -> 16: scaled, not clipped to 255
+    assert out.tolist() == [[0, 1, 16, 128, 255, 255]]
+
+    colour = np.dstack([values, values, values])
+    out = read_gray(_write(tmp_path / "c16.png", colour))
+    assert out.dtype == np.uint8
+    np.testing.assert_allclose(out[0], values[0].astype(float) * 255 / 65535, atol=1.01)
+
+
+def test_read_gray_rejects_float_pixels(tmp_path):
+    Image.fromarray(np.ones((8, 8), np.float32)).save(tmp_path / "f.tif")
+    with pytest.raises(ImageReadError, match="floating-point") as info:
+        read_gray(tmp_path / "f.tif")
+    assert "truncated" not in str(info.value)
+
+
+def test_read_gray_truncated_jpeg(tmp_path):
+    data = _write(tmp_path / "whole.jpg", _photo(240, 320)).read_bytes()
+    assert read_gray(tmp_path / "whole.jpg").shape == (240, 320)
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ImageReadError, match="truncated") as info:
+        read_gray(cut)
+    assert str(cut) in str(info.value) and info.value.path == str(cut)
+    cut.write_bytes(data[:-2])  # only the end-of-image marker missing
+    with pytest.raises(ImageReadError):
+        read_gray(cut)
+
+
+def test_read_gray_truncated_png(tmp_path):
+    data = _write(tmp_path / "whole.png", _photo(240, 320)).read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ImageReadError, match="cut.png"):
+        read_gray(tmp_path / "cut.png")
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("notes.jpg", b"these are not pixels\n" * 10, "not an image"),
+        ("empty.jpg", b"", "empty"),
+    ],
+)
+def test_read_gray_bad_files(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ImageReadError, match=message) as info:
+        read_gray(path)
+    assert str(path) in str(info.value)
+
+
+def test_read_gray_missing_file_and_folder(tmp_path):
+    with pytest.raises(ImageReadError, match="not found") as info:
+        read_gray(tmp_path / "missing.jpg")
+    assert "missing.jpg" in str(info.value)
+    with pytest.raises(ImageReadError, match="folder"):
+        read_gray(tmp_path)
+
+
+# --------------------------------------------------------------------------- scan_dataset
+
+
+def _touch_images(root, names):
+    for name in names:
+        _write(root / name, ext=".png")  # content format does not matter to the scan
+
+
+def test_scan_holidays(tmp_path, caplog):
+    _touch_images(tmp_path, ["100001.jpg", "100000.jpg", "100102.jpg", "100101.JPEG", "100100.png", "100201.jpg"])
+    (tmp_path / "README.txt").write_text("hello")
+    (tmp_path / "Thumbs.db").write_bytes(b"\0")
+    with caplog.at_level(logging.WARNING, logger="ndir.data"):
+        scan = scan_dataset("holidays", tmp_path)
+    assert isinstance(scan, DatasetScan)
+    images, ignored = scan
+    assert images["image_id"].tolist() == ["100000", "100001", "100100", "100101", "100102"]
+    assert images["group"].tolist() == [1000, 1000, 1001, 1001, 1001]
+    assert images["is_query"].tolist() == [True, False, True, False, False]
+    assert images["group"].dtype == np.int64 and images["is_query"].dtype == bool
+    assert images["path"].tolist() == [
+        str((tmp_path / n).resolve()) for n in ["100000.jpg", "100001.jpg", "100100.png", "100101.JPEG", "100102.jpg"]
+    ]
+    reasons = dict(zip(ignored["path"].map(lambda p: p.rsplit("/", 1)[-1]), ignored["reason"]))
+    assert set(reasons) == {"README.txt", "Thumbs.db", "100201.jpg"}
+    assert "no query" in reasons["100201.jpg"]
+    assert "naming" in reasons["README.txt"]
+    assert list(ignored.columns) == ["image_id", "path", "reason"]
+    assert "README.txt" in caplog.text
+
+
+def test_scan_holidays_query_first_in_each_group(tmp_path):
+    # Ids sort after the query inside a group even when files are listed otherwise.
+    _touch_images(tmp_path, ["100599.jpg", "100500.jpg", "100550.jpg"])
+    images, _ = scan_dataset("holidays", tmp_path)
+    assert images["image_id"].tolist() == ["100500", "100550", "100599"]
+    assert images.groupby("group")["is_query"].sum().eq(1).all()
+
+
+def test_scan_duplicate_ids_are_ignored(tmp_path):
+    _touch_images(tmp_path, ["100000.jpg", "100000.png", "100001.jpg"])
+    images, ignored = scan_dataset("holidays", tmp_path)
+    assert images["image_id"].tolist() == ["100000", "100001"]
+    assert len(ignored) == 1 and "duplicate" in ignored["reason"].iloc[0]
+
+
+def test_scan_embedded_expects_views_csv(tmp_path):
+    _touch_images(tmp_path, ["100000.jpg", "100001.jpg"])
+    (tmp_path / "views.csv").write_text("image_id\n")
+    images, ignored = scan_dataset("embedded", tmp_path)
+    assert len(images) == 2 and ignored.empty
+    _, ignored = scan_dataset("holidays", tmp_path)
+    assert ignored["path"].str.endswith("views.csv").all() and len(ignored) == 1
+
+
+def test_scan_ukbench(tmp_path):
+    names = [f"ukbench{i:05d}.jpg" for i in range(8)] + ["ukbench00009.jpg", "UKBENCH00012.PNG", "ukbench00013.jpg"]
+    _touch_images(tmp_path, names)
+    (tmp_path / "index.html").write_text("<html/>")
+    images, ignored = scan_dataset("ukbench", tmp_path)
+    assert images["group"].tolist() == [0] * 4 + [1] * 4 + [3, 3]
+    assert images["is_query"].tolist() == [True, False, False, False] * 2 + [True, False]
+    assert images["image_id"].iloc[8] == "UKBENCH00012"
+    reasons = dict(zip(ignored["image_id"], ignored["reason"]))
+    assert "no query" in reasons["ukbench00009"] and "naming" in reasons["index"]
+
+
+def test_scan_folders(tmp_path):
+    _touch_images(tmp_path, ["b/x.jpg", "b/a.png", "a/z.jpg", "a/y.JPG", "a/w.jpeg"])
+    (tmp_path / "a" / "notes.txt").write_text("x")
+    (tmp_path / "empty").mkdir()
+    _write(tmp_path / "stray.jpg")
+    images, ignored = scan_dataset("folders", tmp_path)
+    assert images["image_id"].tolist() == ["a/w", "a/y", "a/z", "b/a", "b/x"]
+    assert images["group"].tolist() == [0, 0, 0, 1, 1]
+    assert images["group_name"].tolist() == ["a", "a", "a", "b", "b"]
+    assert images["is_query"].tolist() == [True, False, False, True, False]
+    assert sorted(p.rsplit("/", 1)[-1] for p in ignored["path"]) == ["empty", "notes.txt", "stray.jpg"]
+
+
+def test_scan_errors_name_the_folder_and_layout(tmp_path):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(DatasetError, match="not found") as info:
+        scan_dataset("holidays", missing)
+    assert str(missing) in str(info.value) and "100000.jpg" in str(info.value)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DatasetError, match="empty") as info:
+        scan_dataset("ukbench", empty)
+    assert str(empty) in str(info.value) and "ukbench00000.jpg" in str(info.value)
+
+    other = tmp_path / "other"
+    _touch_images(other, ["photo.jpg"])
+    (other / "jpg").mkdir()
+    with pytest.raises(DatasetError, match="no image named") as info:
+        scan_dataset("holidays", other)
+    assert str(other) in str(info.value) and "photo.jpg" in str(info.value) and "jpg" in str(info.value)
+
+    with pytest.raises(DatasetError, match="not a folder"):
+        scan_dataset("folders", other / "photo.jpg")
+    with pytest.raises(DatasetError, match="no image"):
+        scan_dataset("folders", other)  # only a stray file and an empty folder
+
+
+def test_scan_unknown_kind():
+    with pytest.raises(ConfigError, match="dataset.kind") as info:
+        scan_dataset("imagenet", "/tmp")
+    for kind in ("embedded", "holidays", "ukbench", "folders"):
+        assert kind in str(info.value)
+
+
+# --------------------------------------------------------------------------- validate_images
+
+
+def _dataset_with_bad_images(root):
+    """Holidays folder: groups 1000 (fine), 1001 (a tiny match), 1002 (truncated query), 1003 (two images)."""
+    for name in [
+        "100000.jpg",
+        "100001.jpg",
+        "100002.jpg",
+        "100100.jpg",
+        "100101.jpg",
+        "100201.jpg",
+        "100202.jpg",
+        "100300.jpg",
+        "100301.jpg",
+    ]:
+        _write(root / name, _photo(64, 80, seed=len(name)))
+    _write(root / "100102.jpg", _photo(16, 80))
+    data = _write(root / "100200.jpg", _photo(64, 80)).read_bytes()
+    (root / "100200.jpg").write_bytes(data[: len(data) // 2])
+    (root / "100301.jpg").write_bytes(b"")
+    return scan_dataset("holidays", root).images
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_validate_images(tmp_path, caplog, n_jobs):
+    images = _dataset_with_bad_images(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="ndir.data"):
+        kept, skipped = validate_images(images, min_size=32, n_jobs=n_jobs)
+    assert kept["image_id"].tolist() == ["100000", "100001", "100002", "100100", "100101"]
+    assert list(kept.columns) == list(images.columns)
+    reasons = dict(zip(skipped["image_id"], skipped["reason"]))
+    assert set(reasons) == {"100102", "100200", "100201", "100202", "100300", "100301"}
+    assert "80x16" in reasons["100102"] and "32" in reasons["100102"]
+    assert "truncated" in reasons["100200"]
+    assert "query 100200" in reasons["100201"] and "query 100200" in reasons["100202"]
+    assert "empty" in reasons["100301"]
+    assert reasons["100300"] == "group has a single image"
+    assert list(skipped.columns) == ["image_id", "path", "reason"]
+    assert caplog.text.count("skipped image") == 6
+    # Every image is either kept or skipped, never both.
+    assert sorted(kept["image_id"].tolist() + skipped["image_id"].tolist()) == sorted(images["image_id"])
+
+
+# --------------------------------------------------------------------------- split_groups
+
+
+def _table(n_groups, per_group=3):
+    rows = [
+        {"image_id": f"{100000 + 100 * g + v}", "path": f"/x/{g}_{v}.jpg", "group": 1000 + g, "is_query": v == 0}
+        for g in range(n_groups)
+        for v in range(per_group)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_split_groups():
+    images = _table(10)
+    split = split_groups(images, train_fraction=0.5, seed=3)
+    assert "split" not in images.columns
+    pd.testing.assert_frame_equal(split.drop(columns="split"), images)
+    per_group = split.groupby("group")["split"].nunique()
+    assert (per_group == 1).all()  # no group in both splits
+    train_groups = split.loc[split["split"] == "train", "group"].unique()
+    assert len(train_groups) == 5 and set(split["split"]) == {"train", "test"}
+
+    pd.testing.assert_frame_equal(split, split_groups(images, train_fraction=0.5, seed=3))
+    others = {tuple(sorted(split_groups(images, seed=s).query("split == 'train'")["group"].unique())) for s in range(6)}
+    assert len(others) > 1
+
+    assert split_groups(images, train_fraction=0.3).query("split == 'train'")["group"].nunique() == 3
+    assert split_groups(_table(5), train_fraction=0.5).query("split == 'train'")["group"].nunique() == round(2.5)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0, 0.01, 1.5])
+def test_split_groups_needs_both_splits(fraction):
+    with pytest.raises(ConfigError, match="dataset.train_fraction"):
+        split_groups(_table(10), train_fraction=fraction)
+
+
+# --------------------------------------------------------------------------- embedded
+
+
+def test_shipped_photos_match_manifest():
+    photos = embedded.shipped_photos()
+    assert len(photos) == 118
+    assert {"file", "width", "height", "license", "copyright", "source"} <= set(photos.columns)
+    assert (photos["license"] != "").all()
+    for name, width, height in zip(photos["file"], photos["width"], photos["height"]):
+        image = embedded._decode_photo(name)
+        assert image.shape == (height, width, 3), name
+
+
+@pytest.fixture(scope="module")
+def windows_set(tmp_path_factory):
+    """124 groups: more than the 118 photos, so some photos are cut into windows."""
+    folder = tmp_path_factory.mktemp("embedded") / "set"
+    return folder, build_embedded_dataset(folder, n_groups=124, seed=5, view_width=64)
+
+
+def test_embedded_groups(windows_set):
+    folder, table = windows_set
+    sizes = table.groupby("group").size()
+    assert len(sizes) == 124
+    assert sizes.between(2, 5).all() and set(sizes) == {2, 3, 4, 5}
+    assert 2.6 < sizes.mean() < 3.4  # Holidays: 2.98 images per group
+    assert table.groupby("group")["is_query"].sum().eq(1).all()
+    assert table.groupby("group")["is_query"].first().all()  # query first
+    numbers = table["image_id"].astype(int)
+    assert (numbers // 100 == table["group"]).all() and (table["is_query"] == (numbers % 100 == 0)).all()
+    assert (table["width"] == 64).all()
+
+    images, ignored = scan_dataset("embedded", folder)
+    assert ignored.empty
+    pd.testing.assert_frame_equal(images, table[["image_id", "path", "group", "is_query"]])
+    views = pd.read_csv(folder / "views.csv", dtype={"image_id": str})
+    assert views["image_id"].tolist() == table["image_id"].tolist()
+    assert {"file", "photo", "license", "copyright", "photo_source", "jpeg_quality"} <= set(views.columns)
+    first = cv2.imread(str(folder / views["file"].iloc[0]))
+    assert first.shape == (views["height"].iloc[0], 64, 3)
+
+
+def test_embedded_windows_do_not_overlap(windows_set):
+    _, table = windows_set
+    scenes = table.drop_duplicates("group")
+    boxes = ["window_x0", "window_y0", "window_x1", "window_y1"]
+    assert not scenes.duplicated(["photo", *boxes]).any()  # one scene per group
+    assert (scenes["photo"].value_counts() > 1).any()  # some photos give several windows
+    for _, same_photo in scenes.groupby("photo"):
+        for (_, a), (_, b) in combinations(same_photo.iterrows(), 2):
+            overlap_x = min(a.window_x1, b.window_x1) - max(a.window_x0, b.window_x0)
+            overlap_y = min(a.window_y1, b.window_y1) - max(a.window_y0, b.window_y0)
+            assert overlap_x <= 0 or overlap_y <= 0
+    # Every view samples only pixels inside its own window.
+    for row in table.itertuples():
+        quad = np.array([[float(v) for v in corner.split(",")] for corner in row.quad.split(";")])
+        assert (quad[:, 0] >= row.window_x0 + 1).all() and (quad[:, 0] <= row.window_x1 - 2).all()
+        assert (quad[:, 1] >= row.window_y0 + 1).all() and (quad[:, 1] <= row.window_y1 - 2).all()
+        assert 0.3 < row.coverage <= 0.96
+
+
+def test_embedded_plan_at_capacity_and_overlap():
+    photos = embedded.shipped_photos()
+    capacity = embedded.max_groups(photos)
+    assert capacity > 300
+    plan = embedded._plan_scenes(photos, capacity, False, np.random.default_rng(0))
+    assert len(plan["box"]) == capacity
+    for i in np.unique(plan["photo_index"]):
+        boxes = plan["box"][plan["photo_index"] == i]
+        width, height = photos["width"].iloc[i], photos["height"].iloc[i]
+        # Tiles of the photo: areas add up to the photo's and pairs do not intersect.
+        assert ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])).sum() == width * height
+        assert np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]).min() >= embedded.MIN_WINDOW_SIDE
+    with pytest.raises(ConfigError, match="embedded.n_groups"):
+        embedded._plan_scenes(photos, capacity + 1, False, np.random.default_rng(0))
+    plan = embedded._plan_scenes(photos, capacity + 50, True, np.random.default_rng(0))
+    boxes, index = plan["box"], plan["photo_index"]
+    assert len(boxes) == capacity + 50
+    assert (boxes[:, :2] >= 0).all() and (boxes[:, 2] <= photos["width"].to_numpy()[index]).all()
+    assert (boxes[:, 3] <= photos["height"].to_numpy()[index]).all()
+
+
+def test_embedded_deterministic(tmp_path):
+    def files(folder):
+        return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+    a = build_embedded_dataset(tmp_path / "a", n_groups=3, seed=11, view_width=96)
+    build_embedded_dataset(tmp_path / "b", n_groups=3, seed=11, view_width=96)
+    c = build_embedded_dataset(tmp_path / "c", n_groups=3, seed=12, view_width=96)
+    assert files(tmp_path / "a") == files(tmp_path / "b")
+    same = set(files(tmp_path / "a")) & set(files(tmp_path / "c"))
+    assert all(files(tmp_path / "a")[n] != files(tmp_path / "c")[n] for n in same)
+    assert not a[["photo", "coverage"]].equals(c[["photo", "coverage"]])
+
+
+def test_embedded_views_are_near_duplicates(windows_set):
+    _, table = windows_set
+
+    def thumbnail(path):
+        gray = cv2.resize(read_gray(path), (12, 12), interpolation=cv2.INTER_AREA).astype(np.float64).ravel()
+        gray -= gray.mean()
+        return gray / (np.linalg.norm(gray) + 1e-9)
+
+    thumbs = np.array([thumbnail(p) for p in table["path"]])
+    corr = thumbs @ thumbs.T
+    groups = table["group"].to_numpy()
+    same = groups[:, None] == groups[None, :]
+    off_diagonal = ~np.eye(len(groups), dtype=bool)
+    within, between = corr[same & off_diagonal].mean(), corr[~same].mean()
+    assert within > between + 0.3
+    # ...yet no two views of a group are the same picture.
+    assert corr[same & off_diagonal].max() < 0.999
+
+
+def test_embedded_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ConfigError, match="embedded.n_groups"):
+        build_embedded_dataset(tmp_path / "x", n_groups=0, seed=0)
+    with pytest.raises(ConfigError, match="embedded.view_width"):
+        build_embedded_dataset(tmp_path / "x", n_groups=2, seed=0, view_width=10)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "old.jpg").write_bytes(b"x")
+    with pytest.raises(DatasetError, match="full"):
+        build_embedded_dataset(tmp_path / "full", n_groups=2, seed=0)
+
+
+def test_window_tiling():
+    # The tiling helper: halves along the longer side, thirds, then 2 x 2.
+    assert embedded._windows(640, 480, 2) == [(0, 0, 320, 480), (320, 0, 640, 480)]
+    assert embedded._windows(640, 960, 3) == [(0, 0, 640, 320), (0, 320, 640, 640), (0, 640, 640, 960)]
+    assert embedded._windows(640, 480, 4) == [
+        (0, 0, 320, 240),
+        (320, 0, 640, 240),
+        (0, 240, 320, 480),
+        (320, 240, 640, 480),
+    ]
+    assert embedded._max_windows(640, 480) == 4
+    assert embedded._max_windows(640, 260) == 3  # quarters would be 130 px high
