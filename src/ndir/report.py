@@ -1,0 +1,280 @@
+"""Result tables in the paper's layout, written as CSV, Markdown and LaTeX.
+
+Evaluation results arrive in a long format, one row per measured (signature, R)::
+
+    encoding  K    dim    R    map
+    vlad      64   5120   0    0.8623     # R = FULL_R (0): the full signature
+    vlad      64   5120   32   0.7690
+    ...
+
+with ``map`` the mean average precision in [0, 1]. Tables report it in % with 2
+decimals, like the paper. The paper's own values (Negrel et al. 2014, Tables I and II,
+INRIA Holidays test half) ship with the package in ``ndir/reference/``.
+"""
+
+import math
+import os
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import is_float_dtype, is_numeric_dtype
+
+#: Value of the ``R`` column marking the full (unreduced) signature.
+FULL_R = 0
+
+#: Table labels of the encodings, in table order (VLAD rows first, as in the paper).
+ENCODING_LABELS = {"vlad": "VLAD", "fv": "FV"}
+
+DECIMALS = 2
+
+_LATEX_ESCAPES = str.maketrans(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "Δ": r"$\Delta$",
+    }
+)
+
+
+def load_paper_table1():
+    """Table I of the paper: mAP (%) of full and PCA-reduced signatures.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``signature`` (e.g. "VLAD-64"), ``dim`` (as printed, e.g. "5k"),
+        ``full``, ``R32``, ``R64``, ``R128``, ``R256`` (mAP in %).
+    """
+    return _read_reference("paper_table1.csv")
+
+
+def load_paper_table2():
+    """Table II of the paper: mAP (%) of sparse rank projectors.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``signature``, ``tau`` (sparsity rate, 0.90 or 0.99), ``R32``,
+        ``R64``, ``R128``, ``R256`` (mAP in %).
+    """
+    return _read_reference("paper_table2.csv")
+
+
+def _read_reference(name):
+    with (files("ndir") / "reference" / name).open("r", encoding="utf-8") as handle:
+        return pd.read_csv(handle, dtype={"signature": str, "dim": str})
+
+
+def signature_label(encoding, K):
+    """Row label of the paper's tables, e.g. ``signature_label("fv", 256) == "FV-256"``."""
+    return f"{ENCODING_LABELS[encoding]}-{K}"
+
+
+def format_dim(dim):
+    """Signature size as printed in Table I: thousands rounded half up (5120 -> "5k",
+    40960 -> "41k", 81920 -> "82k"); sizes below 1000 are printed in full."""
+    if dim < 1000:
+        return str(dim)
+    return f"{math.floor(dim / 1000 + 0.5)}k"
+
+
+def table1(results, paper=None):
+    """Table I: mAP (%) of full and reduced signatures, one row per signature.
+
+    Parameters
+    ----------
+    results : DataFrame
+        Long format, one row per (encoding, K, R): ``encoding`` ("vlad" or "fv"),
+        ``K`` (codebook size, int), ``dim`` (signature size, int), ``R`` (output
+        dimension, int; ``FULL_R`` = 0 for the full signature), ``map`` (in [0, 1]).
+    paper : DataFrame, optional
+        The paper's table as returned by :func:`load_paper_table1`. When given, each
+        mAP column ``c`` is followed by ``"c (paper)"`` and ``"c (Δ)"`` (ours − paper);
+        signatures or R the paper does not report get NaN there.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``Sign.``, ``Dim.``, ``Full``, then one column per reduced R in
+        increasing order (``"32"``, ``"64"``, ...); rows VLAD then FV, K increasing.
+        mAP in %, rounded to 2 decimals (so that Δ is exactly what the table shows);
+        NaN where a cell was not measured.
+    """
+    results = _check_results(results)
+    reduced = sorted(r for r in results["R"].unique() if r != FULL_R)
+    map_columns = ["Full"] + [str(r) for r in reduced]
+
+    rows = []
+    encoding_order = list(ENCODING_LABELS)
+    for (_, K), signature in results.groupby(
+        [results["encoding"].map(encoding_order.index), "K"], sort=True
+    ):
+        cells = {str(r): m for r, m in zip(signature["R"], signature["map"])}
+        cells["Full"] = cells.pop(str(FULL_R), np.nan)
+        rows.append(
+            {
+                "Sign.": signature_label(signature["encoding"].iloc[0], K),
+                "Dim.": format_dim(int(signature["dim"].iloc[0])),
+                **{
+                    c: np.round(100.0 * cells.get(c, np.nan), DECIMALS)
+                    for c in map_columns
+                },
+            }
+        )
+    table = pd.DataFrame(rows, columns=["Sign.", "Dim."] + map_columns)
+    if paper is None:
+        return table
+
+    reference = paper.set_index("signature")
+    columns = ["Sign.", "Dim."]
+    for column in map_columns:
+        paper_column = "full" if column == "Full" else f"R{column}"
+        if paper_column in reference.columns:
+            values = reference[paper_column].reindex(table["Sign."]).to_numpy(float)
+        else:
+            values = np.full(len(table), np.nan)
+        table[f"{column} (paper)"] = values
+        table[f"{column} (Δ)"] = np.round(table[column] - values, DECIMALS)
+        columns += [column, f"{column} (paper)", f"{column} (Δ)"]
+    return table[columns]
+
+
+def _check_results(results):
+    """Validate the long results frame; return it with integer K, dim and R."""
+    required = ["encoding", "K", "dim", "R", "map"]
+    missing = [c for c in required if c not in results.columns]
+    if missing:
+        raise ValueError(f"results lack the columns {missing}; expected {required}")
+    unknown = sorted(set(results["encoding"]) - set(ENCODING_LABELS))
+    if unknown:
+        raise ValueError(
+            f"unknown encodings {unknown}; expected {list(ENCODING_LABELS)}"
+        )
+    results = results.astype({"K": int, "dim": int, "R": int, "map": float})
+    if not results["map"].between(0.0, 1.0).all():
+        raise ValueError(
+            "results 'map' must lie in [0, 1] (a fraction, not a percentage)"
+        )
+    duplicated = results.duplicated(["encoding", "K", "R"], keep=False)
+    if duplicated.any():
+        first = results.loc[duplicated, ["encoding", "K", "R"]].iloc[0].tolist()
+        raise ValueError(f"results hold several rows for (encoding, K, R) = {first}")
+    if (results.groupby(["encoding", "K"])["dim"].nunique() > 1).any():
+        raise ValueError("results give several 'dim' values for one (encoding, K)")
+    return results
+
+
+def write_table(df, stem, caption=None):
+    """Write ``df`` as ``stem.csv``, ``stem.md`` and ``stem.tex``.
+
+    Float cells are printed with 2 decimals (``-0.00`` printed as ``0.00``), integers
+    and strings as they are; missing values are empty in CSV and Markdown and ``--`` in
+    LaTeX. The index is not written. The output is a function of the frame only, so
+    the same frame gives byte-identical files. Each file is written to a temporary
+    file beside it and then renamed, so a crash never leaves a half-written table.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table, e.g. from :func:`table1`.
+    stem : str or Path
+        Output path without suffix; its folder is created if needed.
+    caption : str, optional
+        Printed above the Markdown table and as the LaTeX ``\\caption``.
+
+    Returns
+    -------
+    list of Path
+        The three files written (csv, md, tex).
+    """
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    cells = df.apply(_format_column).reset_index(drop=True)
+    numeric = [is_numeric_dtype(df[c]) for c in df.columns]
+
+    csv = cells.to_csv(index=False, lineterminator="\n")
+    markdown = cells.to_markdown(
+        index=False,
+        disable_numparse=True,
+        colalign=["right" if n else "left" for n in numeric],
+    )
+    if caption:
+        markdown = f"{caption}\n\n{markdown}"
+    latex = _latex(cells, numeric, caption)
+
+    paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("csv", "md", "tex")]
+    for path, text in zip(paths, (csv, markdown + "\n", latex)):
+        _write_atomic(path, text)
+    return paths
+
+
+def _format_column(column):
+    """Cells of one column as strings (see :func:`write_table`)."""
+    if is_float_dtype(column):
+        # Adding 0.0 turns a rounded -0.0 into 0.0.
+        return column.map(
+            lambda v: (
+                "" if np.isnan(v) else f"{np.round(v, DECIMALS) + 0.0:.{DECIMALS}f}"
+            )
+        )
+    return column.map(lambda v: "" if pd.isna(v) else str(v))
+
+
+def _latex(cells, numeric, caption):
+    """A booktabs tabular of string cells, inside a table environment when captioned."""
+
+    def line(values):
+        return " & ".join(values) + r" \\"
+
+    body = [
+        r"\begin{tabular}{" + "".join("r" if n else "l" for n in numeric) + "}",
+        r"\toprule",
+        line(str(c).translate(_LATEX_ESCAPES) for c in cells.columns),
+        r"\midrule",
+        *(
+            line(v.translate(_LATEX_ESCAPES) or "--" for v in row)
+            for row in cells.itertuples(index=False)
+        ),
+        r"\bottomrule",
+        r"\end{tabular}",
+    ]
+    if caption:
+        body = [
+            r"\begin{table}[htbp]",
+            r"\centering",
+            r"\caption{" + caption.translate(_LATEX_ESCAPES) + "}",
+            *body,
+            r"\end{table}",
+        ]
+    return "\n".join(body) + "\n"
+
+
+def _write_atomic(path, text):
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
+    handle = tempfile.NamedTemporaryFile(
+        "w",
+        encoding="utf-8",
+        newline="",
+        dir=path.parent,
+        prefix=f".{path.name}.",
+        suffix=".tmp",
+        delete=False,
+    )
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except BaseException:
+        os.unlink(handle.name)
+        raise

@@ -1,0 +1,151 @@
+"""Holidays mAP against hand-worked rankings and a slow port of the reference script."""
+
+import numpy as np
+import pytest
+
+from ndir.evaluation import average_precision, holidays_map, map_from_scores
+
+
+def reference_ap(ranks, n_positives):
+    """``score_ap_from_ranks_1`` of holidays_map.py (Jégou), transcribed loop for loop."""
+    ap = 0.0
+    recall_step = 1.0 / n_positives
+    for ntp, rank in enumerate(ranks):
+        precision_0 = 1.0 if rank == 0 else ntp / float(rank)
+        precision_1 = (ntp + 1) / float(rank + 1)
+        ap += (precision_1 + precision_0) * recall_step / 2.0
+    return ap
+
+
+def slow_holidays_map(X, groups, is_query):
+    """Per-query AP the way holidays_map.py walks a result list, one image at a time."""
+    aps = []
+    for q in np.flatnonzero(is_query):
+        scores = [float(np.dot(X[q], X[j])) for j in range(len(X))]
+        results = sorted(range(len(X)), key=lambda j: (-scores[j], j))
+        n_positives = sum(1 for j in range(len(X)) if groups[j] == groups[q] and j != q)
+        tp_ranks, rank_shift = [], 0
+        for rank, j in enumerate(results):
+            if j == q:
+                rank_shift = -1
+            elif groups[j] == groups[q]:
+                tp_ranks.append(rank + rank_shift)
+        aps.append(reference_ap(tp_ranks, n_positives))
+    return np.array(aps)
+
+
+@pytest.mark.parametrize(
+    ("ranks", "n_positives", "expected"),
+    [
+        # Perfect ranking: (1 + 1)/2 + (1/1 + 2/2)/2 = 2, times recall step 1/2 -> 1.
+        ([0, 1], 2, 1.0),
+        # A lone positive at rank 0: the first trapezoid is a (1 + 1)/2 square -> 1.
+        ([0], 1, 1.0),
+        # A lone positive at rank 2: its trapezoid starts at precision 0/2 = 0 and ends at
+        # 1/3, area (0 + 1/3)/2 = 1/6 (a non-interpolated AP would give 1/3).
+        ([2], 1, 1.0 / 6.0),
+        # Ranks 1 and 3: (0/1 + 1/2)/2 + (1/3 + 2/4)/2 = 1/4 + 5/12 = 2/3, over 2 -> 1/3
+        # (non-interpolated AP: (1/2 + 2/4)/2 = 1/2).
+        ([1, 3], 2, 1.0 / 3.0),
+        # Ranks 0 and 2 out of 3 positives (one never returned):
+        # (1 + 1)/2 + (1/2 + 2/3)/2 = 1 + 7/12 = 19/12, over 3 -> 19/36.
+        ([0, 2], 3, 19.0 / 36.0),
+        # Nothing found.
+        ([], 2, 0.0),
+    ],
+)
+def test_average_precision_hand_worked(ranks, n_positives, expected):
+    assert average_precision(ranks, n_positives) == pytest.approx(expected, abs=1e-12)
+    assert reference_ap(ranks, n_positives) == pytest.approx(expected, abs=1e-12)
+
+
+def test_average_precision_matches_reference_loop():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n_positives = int(rng.integers(1, 6))
+        n_found = int(rng.integers(0, n_positives + 1))
+        ranks = np.sort(rng.choice(30, size=n_found, replace=False))
+        assert average_precision(ranks, n_positives) == pytest.approx(
+            reference_ap(ranks.tolist(), n_positives), abs=1e-12
+        )
+
+
+@pytest.mark.parametrize(
+    ("ranks", "n_positives"),
+    [([1, 1], 2), ([2, 1], 2), ([-1], 1), ([0, 1], 1), ([], 0)],
+)
+def test_average_precision_rejects_bad_input(ranks, n_positives):
+    with pytest.raises(ValueError):
+        average_precision(ranks, n_positives)
+
+
+def test_query_own_row_is_excluded_wherever_it_scores():
+    # Query row 0 (group 0) scores itself 2, between the others. Its result list without
+    # itself is rows 1, 2, 3, so its positive (row 3) is at rank 2: AP = (0/2 + 1/3)/2.
+    # Keeping the query in the list would put the positive at rank 3 (AP 1/8).
+    scores = np.array([[2.0, 3.0, 1.0, 0.0]])
+    groups = np.array([0, 1, 1, 0])
+    assert map_from_scores(scores, [0], groups) == pytest.approx(1.0 / 6.0, abs=1e-12)
+
+
+def test_ties_keep_row_order():
+    # Rows 1 (negative) and 2 (positive) tie at 5: row 1 is ranked first, so the
+    # positive is at rank 1 -> AP = (0/1 + 1/2)/2 = 1/4.
+    scores = np.array([[9.0, 5.0, 5.0, 1.0]])
+    assert map_from_scores(scores, [0], np.array([0, 1, 0, 1])) == pytest.approx(0.25)
+    # Same scores with the positive first among the tied rows -> rank 0 -> AP = 1.
+    assert map_from_scores(scores, [0], np.array([0, 0, 1, 1])) == pytest.approx(1.0)
+
+
+def test_holidays_map_on_tied_signatures():
+    # Rows 1 and 2 are the same vector, so query 0 ties them: row 1 (group 1) wins.
+    X = np.array([[1, 0], [0.6, 0.8], [0.6, 0.8], [0, 1]], dtype=np.float32)
+    groups = np.array([0, 1, 0, 1])
+    is_query = np.array([True, True, False, False])
+    mean_ap, ap = holidays_map(X, groups, is_query, return_per_query=True)
+    # Query 1: list rows 2 (1.0), 3 (0.8), 0 (0.6); positive row 3 at rank 1 -> 1/4.
+    np.testing.assert_allclose(ap, [0.25, 0.25], atol=1e-12)
+    assert mean_ap == pytest.approx(0.25)
+
+
+def test_holidays_map_matches_slow_loop_on_random_data():
+    rng = np.random.default_rng(1)
+    group_sizes = rng.integers(2, 6, size=25)
+    groups = np.repeat(np.arange(group_sizes.size), group_sizes)
+    is_query = np.r_[True, np.diff(groups) != 0]
+    centres = rng.normal(size=(group_sizes.size, 12))
+    X = centres[groups] + 1.5 * rng.normal(size=(groups.size, 12))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+
+    mean_ap, ap = holidays_map(X, groups, is_query, return_per_query=True)
+    expected = slow_holidays_map(X, groups, is_query)
+    np.testing.assert_allclose(ap, expected, atol=1e-12)
+    assert mean_ap == pytest.approx(expected.mean(), abs=1e-12)
+    assert 0.2 < mean_ap < 0.95  # neither trivial nor hopeless, so ranks matter
+    assert holidays_map(X.astype(np.float32), groups, is_query) == pytest.approx(
+        mean_ap, abs=1e-6
+    )
+
+
+def test_perfect_signatures_give_map_one():
+    groups = np.repeat(np.arange(4), 3)
+    X = np.eye(4, dtype=np.float32)[groups]
+    assert holidays_map(X, groups, np.tile([True, False, False], 4)) == 1.0
+
+
+def test_group_without_positive_is_rejected():
+    groups = np.array([0, 0, 1])
+    with pytest.raises(ValueError, match=r"groups \[1\]"):
+        holidays_map(np.eye(3, dtype=np.float32), groups, [True, False, True])
+
+
+def test_bad_shapes_and_values_are_rejected():
+    groups = np.array([0, 0, 1, 1])
+    with pytest.raises(ValueError, match="shape"):
+        map_from_scores(np.zeros((1, 3)), [0], groups)
+    with pytest.raises(ValueError, match="NaN"):
+        map_from_scores(np.array([[0.0, np.nan, 1.0, 2.0]]), [0], groups)
+    with pytest.raises(ValueError, match="same images"):
+        holidays_map(np.zeros((3, 2), np.float32), groups, [True, False, True, False])
+    with pytest.raises(ValueError, match="no query"):
+        holidays_map(np.zeros((4, 2), np.float32), groups, [False] * 4)

@@ -1,0 +1,98 @@
+"""PCAProjection against scikit-learn's PCA (an SVD of the data, not a Gram matrix)."""
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from ndir.projection import PCAProjection
+
+
+def low_rank_signatures(n_images, n_features, seed=0):
+    """Rows with a clearly decaying spectrum, so that every axis is well defined."""
+    rng = np.random.default_rng(seed)
+    rank = min(n_images, n_features)
+    scales = 0.8 ** np.arange(rank)
+    basis, _ = np.linalg.qr(rng.normal(size=(n_features, rank)))
+    latent = rng.normal(size=(n_images, rank)) * scales
+    X = latent @ basis.T + 0.01 * rng.normal(size=(n_images, n_features)) + 0.3
+    return X.astype(np.float32)
+
+
+def align_signs(reference, other):
+    """Flip the columns of ``other`` to point the same way as those of ``reference``."""
+    return other * np.sign(np.sum(reference * other, axis=0))
+
+
+@pytest.mark.parametrize(("n_images", "n_features"), [(30, 500), (60, 8)])
+def test_matches_sklearn_pca(n_images, n_features):
+    # (30, 500) goes through the Gram matrix, (60, 8) through the covariance with
+    # n_components equal to the full rank D.
+    X = low_rank_signatures(n_images, n_features)
+    n_components = min(10, n_features)
+    ours = PCAProjection(n_components).fit(X)
+    theirs = PCA(n_components, svd_solver="full").fit(X.astype(np.float64))
+
+    np.testing.assert_allclose(ours.mean_, theirs.mean_, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        ours.explained_variance_, theirs.explained_variance_, rtol=1e-5
+    )
+    expected = theirs.components_.T
+    np.testing.assert_allclose(
+        align_signs(expected, ours.components_), expected, rtol=0, atol=1e-4
+    )
+
+    projected = theirs.transform(X.astype(np.float64))
+    projected /= np.linalg.norm(projected, axis=1, keepdims=True)
+    np.testing.assert_allclose(
+        align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4
+    )
+
+
+def test_whitening_matches_sklearn_pca():
+    X = low_rank_signatures(30, 400, seed=1)
+    ours = PCAProjection(6, whiten=True).fit(X)
+    theirs = PCA(6, whiten=True, svd_solver="full").fit(X.astype(np.float64))
+    projected = theirs.transform(X.astype(np.float64))
+    projected /= np.linalg.norm(projected, axis=1, keepdims=True)
+    np.testing.assert_allclose(
+        align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4
+    )
+
+
+def test_components_are_orthonormal_float32_with_fixed_signs():
+    X = low_rank_signatures(40, 1000, seed=2)
+    pca = PCAProjection(16).fit(X)
+    U = pca.components_
+    assert U.shape == (1000, 16) and U.dtype == np.float32
+    np.testing.assert_allclose(U.T @ U, np.eye(16), rtol=0, atol=1e-5)
+    biggest = U[np.argmax(np.abs(U), axis=0), np.arange(16)]
+    assert np.all(biggest > 0)
+    assert np.all(np.diff(pca.explained_variance_) < 0)
+
+
+def test_transform_rows_are_unit_norm_and_zero_stays_zero():
+    X = low_rank_signatures(25, 300, seed=3)
+    pca = PCAProjection(8).fit(X)
+    Y = pca.transform(np.vstack([X, pca.mean_]))
+    assert Y.shape == (26, 8) and Y.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(Y[:-1], axis=1), 1.0, rtol=0, atol=1e-6)
+    assert not np.any(Y[-1])  # the mean signature projects to 0 and is left as 0
+
+
+def test_too_many_components_names_the_training_set():
+    X = low_rank_signatures(10, 200)
+    with pytest.raises(ValueError, match=r"n_components=10 .*10 training images"):
+        PCAProjection(10).fit(X)
+    PCAProjection(9).fit(X)  # N - 1 axes are available
+
+
+def test_duplicate_training_images_are_reported():
+    X = np.repeat(low_rank_signatures(4, 100), 3, axis=0)  # 12 rows, rank 3
+    with pytest.raises(ValueError, match="span fewer than n_components=5"):
+        PCAProjection(5).fit(X)
+
+
+@parametrize_with_checks([PCAProjection(1), PCAProjection(2, whiten=True)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
