@@ -1,0 +1,171 @@
+"""Timings of codebook fitting and of VLAD / Fisher Vector encoding.
+
+Prints, for each thread count asked (BLAS and faiss limited alike):
+
+- k-means, 200k x 128 -> K = 256: faiss vs scikit-learn KMeans (Lloyd) and
+  MiniBatchKMeans, and the ratios;
+- one EM iteration of a diagonal GMM, 200k x 80, K = 256: ours
+  (``ndir.codebooks.gmm_em``) vs scikit-learn ``GaussianMixture``, and the ratio;
+- FV and VLAD encoding of 20k descriptors at K = 256 and 512 against the GEMM
+  bound: FV 6 N K D flops (three N x K x D products), VLAD 2 N K D (the
+  assignment product), timed as float32 matmuls of those shapes (GFLOP/s shown).
+
+Every time is the best of a few repeats (the machine may be shared).
+
+    python benchmarks/bench_encoding.py [--threads 1 2] [--quick]
+"""
+
+import os
+
+# faiss (OpenMP) and OpenBLAS threads spin-wait against each other otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import faiss  # noqa: E402
+import numpy as np  # noqa: E402
+from sklearn.cluster import KMeans, MiniBatchKMeans  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.mixture import GaussianMixture  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from ndir.codebooks import kmeans, gmm_em  # noqa: E402
+from ndir.encoding import fisher_vector, vlad  # noqa: E402
+
+
+def best_time(function, repeats=3):
+    """Smallest wall time (s) of ``repeats`` calls, after one warm-up call."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def descriptor_like(rng, n, dim=128, n_modes=512):
+    """Non-negative, L2-normalised vectors around ``n_modes`` modes, like SIFT/HOG."""
+    modes = np.abs(rng.normal(size=(n_modes, dim)))
+    X = np.abs(modes[rng.integers(n_modes, size=n)] + rng.normal(size=(n, dim)))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X.astype(np.float32)
+
+
+def bench_kmeans(X, n_clusters, n_iter):
+    faiss_s = best_time(lambda: kmeans(X, n_clusters, 0, n_iter), repeats=2)
+    lloyd = KMeans(
+        n_clusters, init="random", n_init=1, max_iter=n_iter, tol=0.0, random_state=0
+    )
+    lloyd_s = best_time(lambda: lloyd.fit(X), repeats=1)
+    minibatch = MiniBatchKMeans(
+        n_clusters,
+        init="random",
+        n_init=1,
+        batch_size=4096,
+        max_iter=n_iter,
+        max_no_improvement=None,
+        tol=0.0,
+        random_state=0,
+    )
+    minibatch_s = best_time(lambda: minibatch.fit(X), repeats=1)
+    print(
+        f"  k-means {X.shape[0]}x{X.shape[1]} K={n_clusters}, {n_iter} iterations: "
+        f"faiss {faiss_s:.2f} s | sklearn KMeans {lloyd_s:.2f} s "
+        f"(x{lloyd_s / faiss_s:.1f}) | MiniBatchKMeans {n_iter} epochs "
+        f"{minibatch_s:.2f} s (x{minibatch_s / faiss_s:.1f})"
+    )
+
+
+def bench_em(rng, X, n_clusters):
+    weights = np.full(n_clusters, 1 / n_clusters)
+    means = X[rng.choice(len(X), n_clusters, replace=False)].astype(np.float64)
+    variances = np.tile(X.var(axis=0, dtype=np.float64), (n_clusters, 1))
+    ours_s = best_time(
+        lambda: gmm_em(X, weights, means, variances, 1, 1e-4 * variances[0]),
+        repeats=2,
+    )
+
+    def sklearn_fit(max_iter):
+        mixture = GaussianMixture(
+            n_clusters,
+            covariance_type="diag",
+            max_iter=max_iter,
+            tol=0.0,
+            init_params="random",
+            weights_init=weights,
+            means_init=means,
+            precisions_init=1 / variances,
+            random_state=0,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            mixture.fit(X)
+
+    # Per iteration: the difference between 4 and 1 iterations (both include
+    # sklearn's set-up and final E-step), divided by 3.
+    sklearn_s = (
+        best_time(lambda: sklearn_fit(4), repeats=2)
+        - best_time(lambda: sklearn_fit(1), repeats=2)
+    ) / 3
+    print(
+        f"  EM iteration {X.shape[0]}x{X.shape[1]} K={n_clusters}: ours {ours_s:.2f} s "
+        f"| sklearn GaussianMixture(diag) {sklearn_s:.2f} s (x{sklearn_s / ours_s:.1f})"
+    )
+
+
+def bench_encoding(rng, n):
+    """FV and VLAD of n descriptors against the time of their GEMM lower bound.
+
+    The bound is timed, not assumed: one (n x D) @ (D x K) float32 product (2 N K D
+    flops) measured right before the encoder; FV needs at least three such
+    products (6 N K D: log-likelihoods, first and second order statistics), VLAD
+    one (the assignment, D = 128).
+    """
+    X80 = rng.normal(size=(n, 80)).astype(np.float32)
+    X128 = descriptor_like(rng, n)
+    for n_clusters in (256, 512):
+        weights = np.full(n_clusters, 1 / n_clusters, dtype=np.float32)
+        means = rng.normal(size=(n_clusters, 80)).astype(np.float32)
+        variances = rng.uniform(0.5, 2.0, (n_clusters, 80)).astype(np.float32)
+        product_s = best_time(lambda: X80 @ means.T, repeats=5)
+        fv_s = best_time(lambda: fisher_vector(X80, weights, means, variances), 5)
+        centroids = X128[rng.choice(n, n_clusters, replace=False)]
+        components = np.linalg.qr(rng.normal(size=(n_clusters, 128, 80)))[0]
+        components = components.astype(np.float32)
+        assignment_s = best_time(lambda: X128 @ centroids.T, repeats=5)
+        vlad_s = best_time(lambda: vlad(X128, centroids, components), repeats=5)
+        gflops = 2 * n * n_clusters * 80 / product_s / 1e9
+        print(
+            f"  encode {n} descriptors, K={n_clusters}: "
+            f"FV {fv_s * 1e3:.0f} ms vs 6NKD bound {3 * product_s * 1e3:.0f} ms "
+            f"(x{fv_s / (3 * product_s):.2f}; GEMM {gflops:.0f} GFLOP/s) | "
+            f"VLAD {vlad_s * 1e3:.0f} ms vs 2NKD bound {assignment_s * 1e3:.0f} ms "
+            f"(x{vlad_s / assignment_s:.2f})"
+        )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--quick", action="store_true", help="20k-descriptor fits, to check it runs"
+    )
+    args = parser.parse_args()
+    n_fit = 20_000 if args.quick else 200_000
+    rng = np.random.default_rng(0)
+    X128 = descriptor_like(rng, n_fit)
+    X80 = rng.normal(size=(n_fit, 80)).astype(np.float32)
+    for threads in args.threads:
+        faiss.omp_set_num_threads(threads)
+        with threadpool_limits(limits=threads):
+            print(f"threads={threads}")
+            bench_encoding(rng, 20_000)
+            bench_em(rng, X80, 256)
+            bench_kmeans(X128, 256, n_iter=20)
+
+
+if __name__ == "__main__":
+    main()

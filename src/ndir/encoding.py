@@ -1,0 +1,281 @@
+"""Aggregation of an image's local descriptors into one signature: VLAD and Fisher Vector.
+
+The pure formulas behind the codebooks of :mod:`ndir.codebooks` (which learn the
+parameters these functions take) and the power + L2 normalisation applied to both
+signatures (Negrel et al. 2014, §V-B: "power-normalization (... set to 0.1) and
+l2-normalization on both signatures").
+
+Everything works on float32 arrays; the costly parts are matrix products over
+blocks of ``chunk_size`` descriptors, so memory stays bounded (a block's
+``(chunk_size, K)`` posterior or score matrix) whatever the number of descriptors;
+the GMM statistics are accumulated across blocks in float64.
+"""
+
+import numpy as np
+import scipy.sparse
+
+CHUNK_SIZE = 4096
+"""Descriptors per block: a (4096, 512) float32 block is 8 MiB and stays in cache."""
+
+
+def nearest_centroids(descriptors, centroids, chunk_size=CHUNK_SIZE):
+    """Index of the nearest centroid (squared Euclidean distance) of each descriptor.
+
+    Parameters
+    ----------
+    descriptors : (N, D) float32
+    centroids : (K, D) float32
+
+    Returns
+    -------
+    (N,) int64 in [0, K). Computed as ``argmax_k(x.c_k - |c_k|^2 / 2)`` (one GEMM
+    per block), so ties between equidistant centroids go to the lower index.
+    """
+    descriptors = np.asarray(descriptors, dtype=np.float32)
+    centroids = np.asarray(centroids, dtype=np.float32)
+    # |x|^2 is the same for every centroid, so it does not change the argmin.
+    half_sq_norms = 0.5 * np.einsum("kd,kd->k", centroids, centroids)
+    labels = np.empty(len(descriptors), dtype=np.int64)
+    for start in range(0, len(descriptors), chunk_size):
+        scores = descriptors[start : start + chunk_size] @ centroids.T
+        scores -= half_sq_norms
+        labels[start : start + chunk_size] = scores.argmax(axis=1)
+    return labels
+
+
+def cluster_sums(X, labels, n_clusters):
+    """Per-cluster sum and count of the rows of X, given their cluster labels.
+
+    Parameters
+    ----------
+    X : (N, D) float32 or float64
+    labels : (N,) int in [0, K)
+    n_clusters : int K
+
+    Returns
+    -------
+    sums : (K, D) in the dtype of X, ``sums[k] = X[labels == k].sum(axis=0)``
+    counts : (K,) int64
+    """
+    n = len(labels)
+    # A (K, N) one-hot sparse matrix: one pass over the rows, unlike np.add.at.
+    one_hot = scipy.sparse.csr_matrix(
+        (np.ones(n, dtype=X.dtype), (labels, np.arange(n))), shape=(n_clusters, n)
+    )
+    return one_hot @ X, np.bincount(labels, minlength=n_clusters)
+
+
+def vlad(descriptors, centroids, cluster_components):
+    """VLAD signature with cluster-wise PCA (Jégou et al. 2010; Negrel et al. 2012).
+
+    Each descriptor x is hard-assigned to its nearest centroid c_k; block k of the
+    signature is the sum of the residuals of the descriptors assigned to k,
+    projected on the cluster's principal axes P_k (the "compacted VLAT" of ref. [20]
+    of Negrel et al. 2014, at first order)::
+
+        v_k = P_k^T  sum_{x : NN(x) = k} (x - c_k)          (K blocks of d')
+
+    Parameters
+    ----------
+    descriptors : (N, D) float32, local descriptors (D = 128 for dense HOG).
+    centroids : (K, D) float32, k-means centroids.
+    cluster_components : (K, D, d') float32, orthonormal columns P_k per cluster.
+
+    Returns
+    -------
+    (K * d',) float32, raw (not normalised); block k is ``v[k*d' : (k+1)*d']``.
+    An empty descriptor set gives the zero vector.
+    """
+    n_clusters, _, n_components = cluster_components.shape
+    if len(descriptors) == 0:
+        return np.zeros(n_clusters * n_components, dtype=np.float32)
+    descriptors = np.asarray(descriptors, dtype=np.float32)
+    centroids = np.asarray(centroids, dtype=np.float32)
+    labels = nearest_centroids(descriptors, centroids)
+    # Summing x - c_k rather than subtracting n_k c_k from sum x avoids the
+    # cancellation of a large sum against n_k c_k.
+    residual_sums, _ = cluster_sums(descriptors - centroids[labels], labels, n_clusters)
+    blocks = np.matmul(residual_sums[:, None, :], cluster_components)
+    return blocks.astype(np.float32, copy=False).ravel()
+
+
+def _log_joint_coefficients(weights, means, variances):
+    """Coefficients A (2D+1, K) with ``[x^2, x, 1] @ A = log w_k + log N(x; mu_k, diag(var_k))``.
+
+    Expanding the quadratic form turns the N x K x D evaluation into one GEMM.
+    The coefficients are computed in float64, then rounded once to float32.
+    """
+    weights, means, variances = (
+        np.asarray(a, dtype=np.float64) for a in (weights, means, variances)
+    )
+    n_components, dim = means.shape
+    precisions = 1.0 / variances
+    bias = (
+        np.log(weights)
+        - 0.5 * np.sum(means**2 * precisions + np.log(variances), axis=1)
+        - 0.5 * dim * np.log(2.0 * np.pi)
+    )
+    coefficients = np.empty((2 * dim + 1, n_components), dtype=np.float32)
+    coefficients[:dim] = -0.5 * precisions.T
+    coefficients[dim : 2 * dim] = (means * precisions).T
+    coefficients[2 * dim] = bias
+    return coefficients
+
+
+def _augment(block):
+    """``[x^2, x, 1]`` (n, 2D+1) float32 of a block of descriptors (n, D)."""
+    n, dim = block.shape
+    augmented = np.empty((n, 2 * dim + 1), dtype=np.float32)
+    np.square(block, out=augmented[:, :dim])
+    augmented[:, dim : 2 * dim] = block
+    augmented[:, 2 * dim] = 1.0
+    return augmented
+
+
+def _unnormalised_posteriors(augmented, coefficients):
+    """exp(log joint - row max) (n, K) float32, its row sums (n,) and the row maxima (n,).
+
+    Subtracting the row maximum before exponentiating (log-sum-exp) keeps the
+    largest term at 1, so nothing overflows and each row sum is >= 1; the
+    log-likelihood of row t is ``row_max[t] + log(row_sum[t])``.
+    """
+    joint = augmented @ coefficients
+    row_max = joint.max(axis=1)
+    joint -= row_max[:, None]
+    np.exp(joint, out=joint)
+    return joint, joint.sum(axis=1), row_max
+
+
+def gmm_posteriors(descriptors, weights, means, variances):
+    """Posterior probabilities gamma_t(k) of the components of a diagonal GMM.
+
+    ``gamma_t(k) = w_k N(x_t; mu_k, diag(var_k)) / sum_j w_j N(x_t; mu_j, diag(var_j))``,
+    computed in the log domain (log-sum-exp).
+
+    Parameters
+    ----------
+    descriptors : (N, D) float32
+    weights : (K,) mixture weights, positive, summing to 1.
+    means : (K, D)
+    variances : (K, D), positive (diagonal covariances).
+
+    Returns
+    -------
+    (N, K) float32, rows summing to 1 (held whole: for moderate N; the encoders
+    stream through :func:`gmm_statistics` instead).
+    """
+    coefficients = _log_joint_coefficients(weights, means, variances)
+    augmented = _augment(np.asarray(descriptors, dtype=np.float32))
+    posteriors, row_sum, _ = _unnormalised_posteriors(augmented, coefficients)
+    posteriors /= row_sum[:, None]
+    return posteriors
+
+
+def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE):
+    """Zeroth, first and second order soft statistics of descriptors under a diagonal GMM.
+
+    ``S0_k = sum_t gamma_t(k)``, ``S1_k = sum_t gamma_t(k) x_t``,
+    ``S2_k = sum_t gamma_t(k) x_t^2`` (element-wise square): what both the EM
+    M-step and the Fisher Vector need. Two GEMMs per block of descriptors: the log
+    joint ``[x^2, x, 1] @ A`` and ``gamma^T [x^2, x, 1]``, the posteriors'
+    normalisation being folded into the rows of the right-hand factor.
+
+    Parameters
+    ----------
+    descriptors : (N, D) float32
+    weights, means, variances : (K,), (K, D), (K, D), as in :func:`gmm_posteriors`.
+
+    Returns
+    -------
+    s0 : (K,) float64
+    s1 : (K, D) float64
+    s2 : (K, D) float64
+    log_likelihood : float, ``sum_t log p(x_t)``.
+    """
+    n_components, dim = means.shape
+    coefficients = _log_joint_coefficients(weights, means, variances)
+    totals = np.zeros((n_components, 2 * dim + 1), dtype=np.float64)
+    log_likelihood = 0.0
+    for start in range(0, len(descriptors), chunk_size):
+        block = np.asarray(descriptors[start : start + chunk_size], dtype=np.float32)
+        augmented = _augment(block)
+        unnormalised, row_sum, row_max = _unnormalised_posteriors(
+            augmented, coefficients
+        )
+        log_likelihood += float(
+            np.sum(row_max, dtype=np.float64)
+            + np.sum(np.log(row_sum), dtype=np.float64)
+        )
+        # gamma = unnormalised / row_sum: dividing the rows of the (n, 2D+1) factor
+        # instead of the (n, K) posteriors is cheaper when K > 2D + 1.
+        augmented /= row_sum[:, None]
+        totals += unnormalised.T @ augmented
+    return totals[:, 2 * dim], totals[:, dim : 2 * dim], totals[:, :dim], log_likelihood
+
+
+def fisher_vector(descriptors, weights, means, variances):
+    """Fisher Vector of a set of descriptors under a diagonal GMM.
+
+    Gradients of the average log-likelihood with respect to the means and the
+    standard deviations, normalised by the diagonal closed-form approximation of
+    the Fisher information (Perronnin, Sánchez & Mensink, ECCV 2010; Perronnin
+    et al., CVPR 2010, ref. [2] of Negrel et al. 2014). Followed by
+    :func:`power_l2_normalise`, this is their "improved" Fisher Vector. With
+    posteriors gamma_t(k) and N descriptors::
+
+        G_mu,k    = 1 / (N sqrt(w_k))   sum_t gamma_t(k) (x_t - mu_k) / sigma_k
+        G_sigma,k = 1 / (N sqrt(2 w_k)) sum_t gamma_t(k) [((x_t - mu_k) / sigma_k)^2 - 1]
+
+    evaluated from the soft statistics of :func:`gmm_statistics`
+    (``sum_t gamma (x - mu)^2 = S2 - 2 mu S1 + mu^2 S0``, in float64).
+
+    Parameters
+    ----------
+    descriptors : (N, D) float32 (PCA-reduced local descriptors, D = 80 in the paper).
+    weights : (K,) mixture weights w_k.
+    means : (K, D) mu_k.
+    variances : (K, D) sigma_k^2 (diagonal covariances).
+
+    Returns
+    -------
+    (2 * K * D,) float32, raw (the power and L2 normalisations are separate), laid
+    out as ``[G_mu,1 ... G_mu,K, G_sigma,1 ... G_sigma,K]``: entry ``k*D + d`` is
+    G_mu,k[d] and entry ``K*D + k*D + d`` is G_sigma,k[d]. An empty descriptor set
+    gives the zero vector (no gradient information).
+    """
+    n_components, dim = means.shape
+    n = len(descriptors)
+    if n == 0:
+        return np.zeros(2 * n_components * dim, dtype=np.float32)
+    s0, s1, s2, _ = gmm_statistics(descriptors, weights, means, variances)
+    weights = np.asarray(weights, dtype=np.float64)[:, None]
+    means = np.asarray(means, dtype=np.float64)
+    variances = np.asarray(variances, dtype=np.float64)
+    s0 = s0[:, None]
+    grad_means = (s1 - s0 * means) / (np.sqrt(variances) * n * np.sqrt(weights))
+    sq_deviations = (s2 - 2.0 * means * s1 + means**2 * s0) / variances
+    grad_sigmas = (sq_deviations - s0) / (n * np.sqrt(2.0 * weights))
+    return np.concatenate([grad_means.ravel(), grad_sigmas.ravel()]).astype(np.float32)
+
+
+def power_l2_normalise(X, alpha=0.1):
+    """Signed power normalisation followed by L2 normalisation of each row.
+
+    ``y = sign(x) |x|^alpha``, then ``y / ||y||_2`` (Perronnin et al. 2010;
+    Negrel et al. 2014, §V-B, alpha = 0.1). Rows that are entirely zero stay zero
+    (an image without descriptors keeps a zero signature rather than NaNs).
+
+    Parameters
+    ----------
+    X : (D,) or (n, D) array of signatures.
+    alpha : float in (0, 1].
+
+    Returns
+    -------
+    float32 array of the shape of X.
+    """
+    Y = np.asarray(X, dtype=np.float32)
+    Y = np.sign(Y) * np.abs(Y) ** np.float32(alpha)
+    norms = np.linalg.norm(Y, axis=-1, keepdims=True)
+    np.divide(Y, norms, out=Y, where=norms > 0)
+    return Y

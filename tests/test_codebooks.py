@@ -1,0 +1,281 @@
+"""Descriptor PCA, VLAD and FV codebooks against independent computations."""
+
+import os
+
+# faiss's OpenMP threads and OpenBLAS's would otherwise spin against each other.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from sklearn.decomposition import PCA  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.mixture import GaussianMixture  # noqa: E402
+
+from ndir.codebooks import (  # noqa: E402
+    DescriptorPCA,
+    FisherCodebook,
+    VladCodebook,
+    fit_cluster_pca,
+    fit_descriptor_pca,
+    fit_fisher_codebook,
+    fit_vlad_codebook,
+    gmm_em,
+)
+from ndir.encoding import fisher_vector, gmm_statistics  # noqa: E402
+from ndir.errors import NdirInputError  # noqa: E402
+
+
+def correlated(rng, n, dim, scales):
+    """n points with principal standard deviations ``scales`` along random axes."""
+    axes = np.linalg.qr(rng.normal(size=(dim, dim)))[0]
+    return (rng.normal(size=(n, dim)) * scales) @ axes.T
+
+
+def clustered_sample(rng, n_per_cluster=400, n_clusters=4, dim=10, gap=20.0):
+    centres = rng.normal(0, gap, (n_clusters, dim))
+    parts = [
+        c + correlated(rng, n_per_cluster, dim, np.linspace(3.0, 0.3, dim))
+        for c in centres
+    ]
+    return np.concatenate(parts).astype(np.float32), centres
+
+
+def assert_orthonormal_columns(P, atol=1e-5):
+    np.testing.assert_allclose(P.T @ P, np.eye(P.shape[1]), atol=atol)
+
+
+def assert_same_axes_up_to_sign(P, Q, atol=1e-4):
+    """Columns of P and Q (D, d) are equal up to their signs."""
+    signs = np.sign(np.sum(P * Q, axis=0))
+    np.testing.assert_allclose(P * signs, Q, atol=atol)
+
+
+def test_descriptor_pca_equals_sklearn_up_to_sign():
+    rng = np.random.default_rng(0)
+    X = (correlated(rng, 500, 12, np.linspace(4.0, 0.1, 12)) + 3.0).astype(np.float32)
+    pca = fit_descriptor_pca(X, n_components=5)
+    reference = PCA(n_components=5, svd_solver="full").fit(X.astype(np.float64))
+    assert pca.components_.shape == (12, 5) and pca.components_.dtype == np.float32
+    assert_orthonormal_columns(pca.components_)
+    assert np.all(np.diff(pca.explained_variance_) < 0)
+    np.testing.assert_allclose(pca.mean_, reference.mean_, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        pca.explained_variance_, reference.explained_variance_, rtol=1e-5
+    )
+    assert_same_axes_up_to_sign(pca.components_, reference.components_.T)
+    Y = pca.transform(X)
+    assert Y.dtype == np.float32 and Y.shape == (500, 5)
+    assert_same_axes_up_to_sign(Y, reference.transform(X.astype(np.float64)), atol=1e-3)
+
+
+def test_cluster_pca_axes_are_the_svd_of_each_cluster_residuals():
+    rng = np.random.default_rng(1)
+    X, centres = clustered_sample(rng)
+    centroids = centres.astype(np.float32)
+    components = fit_cluster_pca(X, centroids, n_components=4)
+    assert components.shape == (4, 10, 4) and components.dtype == np.float32
+    labels = ((X[:, None, :] - centroids[None]) ** 2).sum(axis=2).argmin(axis=1)
+    for k in range(4):
+        residuals = X[labels == k].astype(np.float64) - centroids[k]
+        _, singular_values, vt = np.linalg.svd(residuals, full_matrices=False)
+        P = components[k].astype(np.float64)
+        assert_orthonormal_columns(P)
+        assert_same_axes_up_to_sign(P, vt[:4].T)
+        # and they keep the maximal residual energy
+        kept = np.sum((residuals @ P) ** 2)
+        assert kept == pytest.approx(np.sum(singular_values[:4] ** 2), rel=1e-5)
+
+
+def test_cluster_pca_of_tiny_and_empty_clusters_is_an_orthonormal_basis():
+    rng = np.random.default_rng(2)
+    X, centres = clustered_sample(rng, n_clusters=2, dim=6)
+    tiny_centre = np.full(6, 200.0)
+    tiny = tiny_centre + rng.normal(size=(2, 6))  # 2 points, 4 axes asked
+    X = np.concatenate([X, tiny.astype(np.float32)])
+    empty_centre = np.full(6, -500.0)  # nearest to no point
+    centroids = np.vstack([centres, tiny_centre, empty_centre]).astype(np.float32)
+    components = fit_cluster_pca(X, centroids, n_components=4).astype(np.float64)
+    for P in components:
+        assert_orthonormal_columns(P)
+    # The tiny cluster's residuals lie in the span of its first 2 axes.
+    residuals = tiny - tiny_centre
+    P = components[2]
+    np.testing.assert_allclose(
+        np.linalg.norm(residuals @ P[:, :2], axis=1),
+        np.linalg.norm(residuals, axis=1),
+        rtol=1e-5,
+    )
+    np.testing.assert_allclose(residuals @ P[:, 2:], 0.0, atol=1e-4)
+    # The empty cluster falls back on the axes of all the residuals pooled.
+    labels = ((X[:, None, :] - centroids[None]) ** 2).sum(axis=2).argmin(axis=1)
+    pooled = X.astype(np.float64) - centroids[labels]
+    _, _, vt = np.linalg.svd(pooled, full_matrices=False)
+    assert_same_axes_up_to_sign(components[3], vt[:4].T, atol=1e-3)
+
+
+def test_vlad_codebook_kmeans_is_deterministic_and_uses_every_point():
+    rng = np.random.default_rng(3)
+    X, _ = clustered_sample(rng, n_per_cluster=1500, n_clusters=4, dim=8)
+    first = fit_vlad_codebook(X, 4, n_components=3, seed=5, n_iter=25)
+    second = fit_vlad_codebook(X, 4, n_components=3, seed=5, n_iter=25)
+    np.testing.assert_array_equal(first.centroids_, second.centroids_)
+    np.testing.assert_array_equal(first.components_, second.components_)
+    assert first.n_clusters == 4 and first.dim == 12
+    # Converged Lloyd centroids are the means of ALL their points (faiss would
+    # subsample 6000 points to 4 x 256 by default).
+    labels = ((X[:, None, :] - first.centroids_[None]) ** 2).sum(axis=2).argmin(1)
+    for k in range(4):
+        np.testing.assert_allclose(
+            first.centroids_[k], X[labels == k].mean(axis=0), atol=1e-5
+        )
+    # Without cluster structure, the seed does change the local optimum.
+    U = rng.random((2000, 8), dtype=np.float32)
+    same = [fit_vlad_codebook(U, 16, 3, seed=1, n_iter=3) for _ in range(2)]
+    other = fit_vlad_codebook(U, 16, 3, seed=2, n_iter=3)
+    np.testing.assert_array_equal(same[0].centroids_, same[1].centroids_)
+    assert not np.array_equal(same[0].centroids_, other.centroids_)
+
+
+def identity_pca(dim):
+    return DescriptorPCA(
+        np.zeros(dim, np.float32),
+        np.eye(dim, dtype=np.float32),
+        np.ones(dim, np.float32),
+    )
+
+
+def test_gmm_em_equals_sklearn_em_from_the_same_start():
+    rng = np.random.default_rng(4)
+    X, centres = clustered_sample(rng, n_per_cluster=300, n_clusters=3, dim=5, gap=3.0)
+    weights = np.full(3, 1 / 3)
+    means = centres + rng.normal(size=centres.shape)
+    variances = np.ones((3, 5))
+    ours = gmm_em(X, weights, means, variances, n_iter=4, variance_floor=0.0)
+    reference = GaussianMixture(
+        3,
+        covariance_type="diag",
+        reg_covar=0.0,
+        max_iter=4,
+        tol=0.0,
+        init_params="random",
+        weights_init=weights,
+        means_init=means,
+        precisions_init=1.0 / variances,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reference.fit(X.astype(np.float64))
+    np.testing.assert_allclose(ours[0], reference.weights_, rtol=1e-5)
+    np.testing.assert_allclose(ours[1], reference.means_, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours[2], reference.covariances_, rtol=1e-4)
+
+
+def test_gmm_em_recovers_a_known_mixture():
+    rng = np.random.default_rng(5)
+    true_weights = np.array([0.5, 0.3, 0.2])
+    true_means = np.array([[-6.0, 0, 0, 0], [0, 6.0, 0, 0], [6.0, 0, 0, 2.0]])
+    true_variances = np.array([[1.0, 0.5, 2, 1], [0.3, 1, 1, 1], [1, 1, 0.5, 3]])
+    labels = rng.choice(3, size=6000, p=true_weights)
+    X = true_means[labels] + rng.normal(size=(6000, 4)) * np.sqrt(
+        true_variances[labels]
+    )
+    weights, means, variances = gmm_em(
+        X.astype(np.float32),
+        np.full(3, 1 / 3),
+        true_means + rng.normal(size=(3, 4)),
+        np.ones((3, 4)),
+        n_iter=50,
+        variance_floor=1e-4,
+    )
+    np.testing.assert_allclose(weights, true_weights, atol=0.02)
+    np.testing.assert_allclose(means, true_means, atol=0.1)
+    np.testing.assert_allclose(variances, true_variances, rtol=0.15)
+
+
+def test_fisher_codebook_em_raises_likelihood_and_encodes_through_its_pca():
+    rng = np.random.default_rng(5)
+    X, _ = clustered_sample(rng, n_per_cluster=500, n_clusters=4, dim=12, gap=2.0)
+    pca = fit_descriptor_pca(X, n_components=5)
+    reduced = pca.transform(X)
+    start = fit_fisher_codebook(X, 6, pca, seed=0, n_iter=0)
+    fitted = fit_fisher_codebook(X, 6, pca, seed=0, n_iter=10)
+    log_likelihood = [
+        gmm_statistics(reduced, c.weights_, c.means_, c.variances_)[3]
+        for c in (start, fitted)
+    ]
+    assert log_likelihood[1] > log_likelihood[0]
+    assert fitted.weights_.sum() == pytest.approx(1.0, rel=1e-6)
+    assert fitted.n_clusters == 6 and fitted.dim == 2 * 6 * 5
+    np.testing.assert_array_equal(
+        fitted.encode(X[:100]),
+        fisher_vector(
+            pca.transform(X[:100]), fitted.weights_, fitted.means_, fitted.variances_
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    rng = np.random.default_rng(6)
+    X, _ = clustered_sample(rng, n_per_cluster=500, n_clusters=4, dim=16)
+    pca = fit_descriptor_pca(X, n_components=6)
+    vlad = fit_vlad_codebook(X, 5, n_components=6, seed=0, n_iter=5)
+    fisher = fit_fisher_codebook(X, 5, pca, seed=0, n_iter=5)
+    folder = tmp_path_factory.mktemp("codebooks")
+    pca.save(folder / "pca.npz")
+    vlad.save(folder / "vlad-5.npz")
+    fisher.save(folder / "fv-5.npz")
+    return X, pca, vlad, fisher, folder
+
+
+def test_save_load_round_trip_gives_identical_encodings(fitted):
+    X, pca, vlad, fisher, folder = fitted
+    vlad_loaded = VladCodebook.load(folder / "vlad-5.npz")
+    fisher_loaded = FisherCodebook.load(folder / "fv-5.npz")
+    pca_loaded = DescriptorPCA.load(folder / "pca.npz")
+    np.testing.assert_array_equal(vlad_loaded.encode(X[:300]), vlad.encode(X[:300]))
+    np.testing.assert_array_equal(fisher_loaded.encode(X[:300]), fisher.encode(X[:300]))
+    np.testing.assert_array_equal(pca_loaded.transform(X[:10]), pca.transform(X[:10]))
+    assert (vlad_loaded.seed, vlad_loaded.n_iter) == (0, 5)
+    assert vlad_loaded.dim == 30 and fisher_loaded.dim == 60
+
+
+def test_loading_a_file_of_another_kind_names_the_file(fitted, tmp_path):
+    _, _, _, _, folder = fitted
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    (tmp_path / "notes.txt").write_text("not a codebook\n")
+    cases = [
+        (VladCodebook, folder / "fv-5.npz"),
+        (FisherCodebook, folder / "vlad-5.npz"),
+        (FisherCodebook, folder / "pca.npz"),
+        (DescriptorPCA, folder / "vlad-5.npz"),
+        (VladCodebook, tmp_path / "array.npy"),
+        (VladCodebook, tmp_path / "notes.txt"),
+        (FisherCodebook, tmp_path / "missing.npz"),
+    ]
+    for cls, path in cases:
+        with pytest.raises(NdirInputError, match=str(path.name)):
+            cls.load(path)
+
+
+def test_encode_empty_and_malformed_descriptor_sets(fitted):
+    _, _, vlad, fisher, _ = fitted
+    for codebook in (vlad, fisher):
+        empty = codebook.encode(np.zeros((0, 16), np.float32))
+        assert empty.shape == (codebook.dim,) and not empty.any()
+        with pytest.raises(ValueError, match="16"):
+            codebook.encode(np.zeros((4, 8), np.float32))
+
+
+def test_fitting_rejects_too_small_or_non_finite_samples():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(10, 8)).astype(np.float32)
+    with pytest.raises(NdirInputError, match="codebook_sizes"):
+        fit_vlad_codebook(X, 11, n_components=4)
+    with pytest.raises(NdirInputError, match="codebook_sizes"):
+        fit_fisher_codebook(X, 11, identity_pca(8))
+    X[3, 2] = np.nan
+    with pytest.raises(NdirInputError, match="NaN"):
+        fit_descriptor_pca(X, n_components=4)
