@@ -1,0 +1,120 @@
+"""Time dense_hog on 512x384 photos against OpenCV SIFT on the same dense grid.
+
+The images are the shipped 640x480 photos (src/ndir/photos/) after
+ndir.preprocess.preprocess (resize to 512 px wide, histogram equalisation).
+OpenCV SIFT describes one keypoint per dense_hog patch, centred on the patch,
+with the keypoint size whose 4x4-bin descriptor window is the patch (see
+dense_keypoints); it is a speed reference, not the same descriptor.
+
+    python benchmarks/bench_descriptors.py [--images 3] [--repeats 5]
+
+OpenCV SIFT is timed once per image (it takes seconds); dense_hog best of
+--repeats. The machine's other load shows up directly in these figures.
+"""
+
+import argparse
+import importlib.util
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+import ndir
+from ndir.descriptors import N_CELLS, dense_grid, dense_hog
+from ndir.preprocess import preprocess
+
+CELL_SIZES = (4, 6, 8, 10)
+STEP = 3
+
+
+def best_time(function, repeats):
+    """Shortest wall-clock time of ``repeats`` calls, in seconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def photos_512x384(n_images):
+    """The first ``n_images`` shipped photos that preprocess to 512x384."""
+    images = []
+    for path in sorted((Path(ndir.__file__).parent / "photos").glob("*.jpg")):
+        image = preprocess(cv2.imread(str(path), cv2.IMREAD_GRAYSCALE))
+        if image.shape == (384, 512):
+            images.append((path.name, image))
+        if len(images) == n_images:
+            break
+    return images
+
+
+def dense_keypoints(height, width):
+    """cv2.KeyPoints centred on dense_hog's patches, scale by scale.
+
+    OpenCV's SIFT bins are 3 * (size / 2) px wide (SIFT_DESCR_SCL_FCTR = 3
+    times the keypoint scale size / 2), so a cell of ``cell`` px needs
+    size = 2 * cell / 3. Taking size = patch side instead would make each
+    descriptor window 6 times wider (36 times the pixels), and the timing
+    meaningless.
+    """
+    keypoints = []
+    for cell in CELL_SIZES:
+        side = N_CELLS * cell
+        for y, x in dense_grid(height, width, STEP, side):
+            # a patch over pixels x..x+side-1 is centred on x + (side-1)/2
+            centre = (x + (side - 1) / 2, y + (side - 1) / 2)
+            keypoints.append(cv2.KeyPoint(*centre, size=2 * cell / 3, angle=0))
+    return keypoints
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    images = photos_512x384(args.images)
+    sift = cv2.SIFT_create()
+    keypoints = dense_keypoints(384, 512)
+    print(
+        f"{len(images)} photos at 512x384, step {STEP}, cell sizes {CELL_SIZES}, "
+        f"{len(keypoints)} patches; OpenCV {cv2.__version__}, "
+        f"{cv2.getNumThreads()} OpenCV threads"
+    )
+    hog_seconds, sift_seconds = [], []
+    for name, image in images:
+        descriptors = dense_hog(image, step=STEP, cell_sizes=CELL_SIZES)
+        hog_seconds.append(
+            best_time(lambda: dense_hog(image, STEP, CELL_SIZES), args.repeats)
+        )
+        sift_seconds.append(best_time(lambda: sift.compute(image, keypoints), 1))
+        print(
+            f"  {name:40s} dense_hog {1e3 * hog_seconds[-1]:7.1f} ms "
+            f"({len(descriptors)} descriptors, {descriptors.nbytes / 2**20:.1f} MiB)   "
+            f"OpenCV SIFT {1e3 * sift_seconds[-1]:7.1f} ms"
+        )
+    hog_ms = 1e3 * float(np.median(hog_seconds))
+    sift_ms = 1e3 * float(np.median(sift_seconds))
+    print(
+        f"median dense_hog   {hog_ms:7.1f} ms/image, "
+        f"{len(descriptors)} descriptors/image, "
+        f"{1e3 * hog_ms / len(descriptors):.2f} us/descriptor"
+    )
+    print(
+        f"median OpenCV SIFT {sift_ms:7.1f} ms/image   x{sift_ms / hog_ms:.1f} slower"
+    )
+    installed = importlib.util.find_spec("cyvlfeat") is not None
+    print(
+        "cyvlfeat (VLFeat dsift) is "
+        + (
+            "installed, not compared here"
+            if installed
+            else "not installed: no VLFeat timing"
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
