@@ -356,7 +356,7 @@ def test_shipped_photos_match_manifest():
 def windows_set(tmp_path_factory):
     """124 groups: more than the 118 photos, so some photos are cut into windows."""
     folder = tmp_path_factory.mktemp("embedded") / "set"
-    return folder, build_embedded_dataset(folder, n_groups=124, seed=5, view_width=64)
+    return folder, build_embedded_dataset(folder, n_groups=124, seed=5, view_size=64)
 
 
 def test_embedded_groups(windows_set):
@@ -425,9 +425,9 @@ def test_embedded_deterministic(tmp_path):
     def files(folder):
         return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
-    a = build_embedded_dataset(tmp_path / "a", n_groups=3, seed=11, view_width=96)
-    build_embedded_dataset(tmp_path / "b", n_groups=3, seed=11, view_width=96)
-    c = build_embedded_dataset(tmp_path / "c", n_groups=3, seed=12, view_width=96)
+    a = build_embedded_dataset(tmp_path / "a", n_groups=3, seed=11, view_size=96)
+    build_embedded_dataset(tmp_path / "b", n_groups=3, seed=11, view_size=96)
+    c = build_embedded_dataset(tmp_path / "c", n_groups=3, seed=12, view_size=96)
     assert files(tmp_path / "a") == files(tmp_path / "b")
     same = set(files(tmp_path / "a")) & set(files(tmp_path / "c"))
     assert all(files(tmp_path / "a")[n] != files(tmp_path / "c")[n] for n in same)
@@ -456,8 +456,8 @@ def test_embedded_views_are_near_duplicates(windows_set):
 def test_embedded_rejects_bad_arguments(tmp_path):
     with pytest.raises(ConfigError, match="embedded.n_groups"):
         build_embedded_dataset(tmp_path / "x", n_groups=0, seed=0)
-    with pytest.raises(ConfigError, match="embedded.view_width"):
-        build_embedded_dataset(tmp_path / "x", n_groups=2, seed=0, view_width=10)
+    with pytest.raises(ConfigError, match="embedded.view_size"):
+        build_embedded_dataset(tmp_path / "x", n_groups=2, seed=0, view_size=10)
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "old.jpg").write_bytes(b"x")
     with pytest.raises(DatasetError, match="full"):

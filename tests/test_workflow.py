@@ -46,7 +46,9 @@ def test_data_report_counts_every_image(tiny_run):
 
 
 def test_same_seed_gives_identical_table1(tiny_run, tmp_path):
-    result = run_snakemake(tmp_path, "--cores", "1", "--configfile", str(REPO / "tests/configs/tiny.yaml"), check=False)
+    result = run_snakemake(
+        tmp_path, "results/tables/table1.csv", "--cores", "2", "--configfile", str(REPO / "tests/configs/tiny.yaml"), check=False
+    )
     assert result.returncode == 0, result.stderr[-6000:]
     first = (tiny_run / "results/tables/table1.csv").read_bytes()
     assert (tmp_path / "results/tables/table1.csv").read_bytes() == first
@@ -75,6 +77,8 @@ def test_paper_grid_is_planned_for_holidays(tmp_path):
         ("baseline: {dims: [100000]}", "baseline.dims"),
         ("dataset: {kind: flickr}", "kind"),
         ("dataset: {kind: holidays, path: /nonexistent/holidays}", "dataset.path"),
+        ("sparse: {sparsity: [1.0]}", "sparsity"),
+        ("sparse: {dims: [100000]}", "sparse.dims"),
     ],
 )
 def test_invalid_config_names_the_key(tmp_path, override, key):

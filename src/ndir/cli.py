@@ -15,7 +15,7 @@ from .errors import NdirInputError
 def _build_embedded(args):
     from .data import build_embedded_dataset
 
-    table = build_embedded_dataset(args.out_dir, n_groups=args.groups, seed=args.seed, view_width=args.width)
+    table = build_embedded_dataset(args.out_dir, n_groups=args.groups, seed=args.seed, view_size=args.size)
     print(f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}")
 
 
@@ -38,7 +38,7 @@ def build_parser():
     embedded.add_argument("out_dir")
     embedded.add_argument("--groups", type=int, default=200, help="number of groups (default: 200)")
     embedded.add_argument("--seed", type=int, default=0)
-    embedded.add_argument("--width", type=int, default=384, help="width of the views in pixels")
+    embedded.add_argument("--size", type=int, default=384, help="longer side of the views in pixels")
     embedded.set_defaults(func=_build_embedded)
 
     describe = commands.add_parser("descriptors", help="count the dense HOG descriptors of images")

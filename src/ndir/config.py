@@ -24,7 +24,7 @@ def check_config(config):
     Parameters
     ----------
     config : dict
-        The configuration after schema validation (defaults filled in).
+        The configuration after schema validation, which fills in the defaults.
     """
     dataset = config["dataset"]
     if dataset["kind"] != "embedded":
@@ -45,9 +45,15 @@ def check_config(config):
         for encoding in config["signatures"]["encodings"]
         for K in config["signatures"]["codebook_sizes"]
     )
-    too_large = [R for R in config["baseline"]["dims"] if R >= smallest]
-    if too_large:
-        raise ConfigError(
-            f"baseline.dims: {too_large} not below the smallest signature dimension "
-            f"({smallest}); use smaller output dimensions or larger codebooks"
-        )
+    dims = {
+        "baseline.dims": config["baseline"]["dims"],
+        "sparse.dims": config["sparse"]["dims"],
+        "sparse.convergence_dim": [config["sparse"]["convergence_dim"]],
+    }
+    for key, values in dims.items():
+        too_large = [R for R in values if R >= smallest]
+        if too_large:
+            raise ConfigError(
+                f"{key}: {too_large} not below the smallest signature dimension "
+                f"({smallest}); use smaller output dimensions or larger codebooks"
+            )

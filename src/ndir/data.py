@@ -233,7 +233,8 @@ def scan_dataset(kind, root):
         raise DatasetError(f"{root}: folder not found; set dataset.path to the folder holding {layout}")
     if not root.is_dir():
         raise DatasetError(f"{root}: not a folder; set dataset.path to the folder holding {layout}")
-    entries = sorted(root.iterdir())
+    # Hidden files (.DS_Store, Snakemake's .snakemake_timestamp) are not data.
+    entries = sorted(entry for entry in root.iterdir() if not entry.name.startswith("."))
     if not entries:
         raise DatasetError(f"{root}: folder is empty; expected {layout}")
 

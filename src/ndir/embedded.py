@@ -47,7 +47,7 @@ MIN_WINDOW_SIDE = 160
 WINDOW_MARGIN = 2
 
 
-def build_embedded_dataset(out_dir, n_groups, seed, view_width=384, allow_overlap=False):
+def build_embedded_dataset(out_dir, n_groups, seed, view_size=384, allow_overlap=False):
     """Write the embedded near-duplicate set into a folder.
 
     Scenes: with ``n_groups`` at most the number of shipped photos (118), each group
@@ -71,8 +71,10 @@ def build_embedded_dataset(out_dir, n_groups, seed, view_width=384, allow_overla
         Number of groups (scenes), >= 1.
     seed : int
         Seed of every random choice.
-    view_width : int, default 384
-        Width of every view in pixels; its height follows the crop's aspect ratio.
+    view_size : int, default 384
+        Longer side of every view in pixels; the other follows the crop's aspect
+        ratio. Bounding the longer side (not the width) keeps portrait views of
+        half-photo windows from tripling the pixel count, hence the descriptors.
     allow_overlap : bool, default False
         Let scenes of different groups overlap when ``n_groups > max_groups()``.
 
@@ -97,13 +99,13 @@ def build_embedded_dataset(out_dir, n_groups, seed, view_width=384, allow_overla
     Raises
     ------
     ndir.errors.ConfigError
-        If ``n_groups`` or ``view_width`` is not a positive integer (``view_width``
+        If ``n_groups`` or ``view_size`` is not a positive integer (``view_size``
         >= 64), or ``n_groups > max_groups()`` without ``allow_overlap``.
     ndir.errors.DatasetError
         If ``out_dir`` exists and is not an empty folder.
     """
     _check_int("embedded.n_groups", n_groups, 1)
-    _check_int("embedded.view_width", view_width, 64)
+    _check_int("embedded.view_size", view_size, 64)
     out_dir = Path(out_dir).expanduser().resolve()
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DatasetError(f"{out_dir}: not an empty folder; build the embedded set into a new or empty folder")
@@ -126,7 +128,7 @@ def build_embedded_dataset(out_dir, n_groups, seed, view_width=384, allow_overla
             group, box = groups[scene], tuple(int(c) for c in scenes["box"][scene])
             for view in range(sizes[group]):
                 number = FIRST_IMAGE_NUMBER + 100 * group + view
-                image, params = _render_view(pixels, box, view_width, view == 0, group_rngs[group])
+                image, params = _render_view(pixels, box, view_size, view == 0, group_rngs[group])
                 path = out_dir / f"{number}.jpg"
                 path.write_bytes(image)
                 rows.append(
@@ -269,14 +271,15 @@ def _decode_photo(name):
 # --------------------------------------------------------------------------- views
 
 
-def _render_view(photo, box, view_width, is_query, rng):
+def _render_view(photo, box, view_size, is_query, rng):
     """Draw one view of the scene ``box`` of ``photo`` (H, W, 3) uint8 BGR.
 
     Returns the JPEG bytes and the parameters drawn (for ``views.csv``).
     """
     quad, rect_w, rect_h, geometry = _sample_geometry(box, is_query, rng)
     tone = _sample_tone(is_query, rng)
-    width, height = view_width, max(1, int(round(view_width * rect_h / rect_w)))
+    scale = view_size / max(rect_w, rect_h)
+    width, height = max(1, int(round(rect_w * scale))), max(1, int(round(rect_h * scale)))
 
     # Warp at the crop's own resolution, then resize: INTER_AREA averages the
     # pixels when shrinking, where warpPerspective alone would alias.

@@ -100,10 +100,10 @@ def read_image_table(path):
 # --------------------------------------------------------------------------- data
 
 
-def build_embedded_dataset(folder, n_groups, view_width, seed):
+def build_embedded_dataset(folder, n_groups, view_size, seed):
     """Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
     with _atomic_folder(folder) as tmp:
-        table = data.build_embedded_dataset(tmp, n_groups=n_groups, seed=seed, view_width=view_width)
+        table = data.build_embedded_dataset(tmp, n_groups=n_groups, seed=seed, view_size=view_size)
     logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
 
 
@@ -350,3 +350,159 @@ def _table1_caption(data_report, with_paper):
     if not with_paper:
         caption += " The paper's values (INRIA Holidays) are shown only when the data set is Holidays."
     return caption
+
+
+# --------------------------------------------------------------------------- sparse projectors
+
+#: How reduced signatures are scored in the history and tables: ``dot`` is the
+#: similarity the projector is trained for, ``y_q^T y_j`` (Eq. 2); ``l2`` first
+#: L2-normalises the reduced signatures, as the PCA baseline of Table I does.
+SCORINGS = ("dot", "l2")
+
+
+def reduced_map(projector, X, groups, is_query):
+    """mAP of ``X U`` under each scoring of :data:`SCORINGS`, as a dict."""
+    Y = X @ projector.components_.toarray()
+    norms = np.linalg.norm(Y, axis=1, keepdims=True)
+    Y_l2 = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+    return {
+        "dot": evaluation.holidays_map(Y, groups, is_query),
+        "l2": evaluation.holidays_map(Y_l2, groups, is_query),
+    }
+
+
+def train_sparse_projector(
+    images,
+    signatures,
+    projector,
+    history,
+    n_components,
+    sparsity,
+    max_iter,
+    queries_per_step,
+    margin,
+    tol,
+    renormalize,
+    eval_every,
+    seed,
+):
+    """Learn a sparse rank projector (Algorithm 1) on the training split.
+
+    Writes the projector (``.npz``, see :mod:`ndir.projection.storage`) and its
+    history (CSV): one row per iteration with the objective (Eq. 13), and every
+    ``eval_every`` steps the train and test mAP under both scorings
+    (``{train,test}_map_{dot,l2}``, in [0, 1]). Iteration 0 is the initial PCA
+    projectors after the l0 projection: the "thresholded PCA, no learning" ablation.
+    """
+    from .projection import SparseRankProjector, save_projector
+
+    splits = split_signatures(images, signatures)
+    X_train, groups_train, is_query_train = splits["train"]
+    measured = []
+
+    def record(iteration, model):
+        row = {"iteration": iteration}
+        for name, (X, groups, is_query) in splits.items():
+            for scoring, value in reduced_map(model, X, groups, is_query).items():
+                row[f"{name}_map_{scoring}"] = value
+        measured.append(row)
+        logger.info("iteration %d: %s", iteration, row)
+
+    model = SparseRankProjector(
+        n_components=n_components,
+        sparsity=sparsity,
+        max_iter=max_iter,
+        n_queries_per_step=queries_per_step,
+        margin=margin,
+        tol=tol,
+        renormalize=renormalize,
+        callback=record,
+        callback_every=eval_every,
+        n_jobs=1,
+        random_state=seed,
+    )
+    model.fit(X_train, groups_train, queries=is_query_train)
+    curve = pd.DataFrame({"iteration": np.arange(len(model.objective_)), "objective": model.objective_})
+    curve = curve.merge(pd.DataFrame(measured), on="iteration", how="left")
+    name = codebook_name(signatures).removesuffix(".npy")
+    with atomic_output(projector) as tmp:
+        save_projector(
+            tmp,
+            model.components_,
+            signature=name,
+            n_features=int(X_train.shape[1]),
+            n_components=int(n_components),
+            sparsity=float(sparsity),
+            n_nonzero=int(model.n_nonzero_),
+            n_iter=int(model.n_iter_),
+            margin=float(margin),
+            renormalize=bool(renormalize),
+            seed=int(seed),
+        )
+    _write_csv(curve, history)
+
+
+def read_history(path):
+    """A training history and its run's (signature, R, tau) from its path."""
+    path = Path(path)
+    R, tau = path.stem.removeprefix("R").split("-tau")
+    return path.parent.name, int(R), float(tau), pd.read_csv(path)
+
+
+def final_maps(histories, split="test", scoring="dot"):
+    """Long table ``signature, encoding, K, R, tau, initial, final`` (mAP in [0, 1]).
+
+    ``initial`` is the thresholded PCA projector (iteration 0), ``final`` the learned one.
+    """
+    rows = []
+    for path in histories:
+        signature, R, tau, curve = read_history(path)
+        maps = curve[f"{split}_map_{scoring}"].dropna()
+        encoding_name, K = signature.split("-")
+        rows.append(
+            {
+                "signature": signature,
+                "encoding": encoding_name,
+                "K": int(K),
+                "R": R,
+                "tau": tau,
+                "initial": maps.iloc[0],
+                "final": maps.iloc[-1],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def table2(histories, table, ablation, kind):
+    """Table II (test mAP of the sparse projectors) and the thresholded-PCA ablation."""
+    maps = final_maps(histories)
+    paper = report.load_paper_table2() if kind == "holidays" else None
+    report.write_table(report.table2(maps, paper=paper), Path(table[0]).with_suffix(""))
+    report.write_table(report.table2_ablation(maps), Path(ablation[0]).with_suffix(""))
+
+
+def cost_table(images, signatures, projectors, histories, table):
+    """Storage and projection cost of each (R, tau) projector, with its test mAP."""
+    from .projection import load_projector, projection_cost, projection_latency
+
+    X_test = split_signatures(images, signatures)["test"][0]
+    maps = final_maps(histories).set_index(["R", "tau"])["final"]
+    rows = []
+    for path in projectors:
+        U, meta = load_projector(path)
+        row = {"R": meta["n_components"], "tau": meta["sparsity"]}
+        row.update(projection_cost(U))
+        row.update(projection_latency(U, X_test))
+        row["test_map"] = maps.loc[(row["R"], row["tau"])]
+        rows.append(row)
+    report.write_table(report.cost_table(pd.DataFrame(rows), signature=meta["signature"]), Path(table[0]).with_suffix(""))
+
+
+def convergence_figures(fig2, fig3, fig4, figures, signature):
+    """Figures 2-4 of the paper from training histories, as PNG and PDF."""
+    from . import figures as plots
+
+    out = {Path(path).stem: Path(path).with_suffix("") for path in figures}
+    plots.convergence_figure([read_history(p) for p in fig2], vary="R", signature=signature, stem=out["fig2"])
+    plots.convergence_figure([read_history(p) for p in fig3], vary="tau", signature=signature, stem=out["fig3"])
+    plots.generalisation_figure([read_history(p) for p in fig4], signature=signature, stem=out["fig4"])

@@ -150,6 +150,134 @@ def table1(results, paper=None):
     return table[columns]
 
 
+def _percent(values):
+    return np.round(100.0 * np.asarray(values, dtype=float), DECIMALS)
+
+
+def _signature_order(maps):
+    """(label, encoding, K) of the signatures in ``maps``: VLAD then FV, K increasing."""
+    keys = maps[["encoding", "K"]].drop_duplicates()
+    keys = keys.assign(order=keys["encoding"].map(list(ENCODING_LABELS).index))
+    keys = keys.sort_values(["order", "K"])
+    return [(signature_label(e, k), e, k) for e, k in zip(keys["encoding"], keys["K"])]
+
+
+def sparsity_label(tau):
+    """Column group label of a sparsity rate, as in Table II: 0.99 -> "99%"."""
+    return f"{100 * tau:g}%"
+
+
+def table2(maps, paper=None):
+    """Table II: test mAP (%) of sparse rank projectors, one row per signature.
+
+    Parameters
+    ----------
+    maps : DataFrame
+        One row per training run: ``encoding``, ``K``, ``R``, ``tau`` and ``final``
+        (mAP in [0, 1] of the learned projector).
+    paper : DataFrame, optional
+        :func:`load_paper_table2`; adds ``"<col> (paper)"`` and ``"<col> (Δ)"`` after
+        each mAP column, NaN where the paper has no value.
+
+    Returns
+    -------
+    DataFrame
+        ``Sign.``, then one column ``"<tau>% R<R>"`` per (tau, R), tau then R increasing.
+    """
+    cells = maps.set_index(["encoding", "K", "tau", "R"])["final"]
+    runs = sorted({(t, r) for t, r in zip(maps["tau"], maps["R"])})
+    rows = []
+    for label, encoding, K in _signature_order(maps):
+        row = {"Sign.": label}
+        for tau, R in runs:
+            column = f"{sparsity_label(tau)} R{R}"
+            row[column] = _percent(cells.get((encoding, K, tau, R), np.nan))
+            if paper is not None:
+                match = paper[(paper["signature"] == label) & np.isclose(paper["tau"], tau)]
+                value = match[f"R{R}"].iloc[0] if f"R{R}" in match and len(match) else np.nan
+                row[f"{column} (paper)"] = value
+                row[f"{column} (Δ)"] = np.round(row[column] - value, DECIMALS)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table2_ablation(maps):
+    """Learned sparse projectors against PCA hard-thresholded to the same tau.
+
+    Parameters
+    ----------
+    maps : DataFrame
+        As for :func:`table2`, with ``initial``: the mAP of the PCA projectors after
+        the l0 projection, before any learning step.
+
+    Returns
+    -------
+    DataFrame
+        One row per (signature, tau, R): thresholded PCA, learned, and the gain, in %.
+    """
+    rows = []
+    for label, encoding, K in _signature_order(maps):
+        runs = maps[(maps["encoding"] == encoding) & (maps["K"] == K)]
+        for run in runs.sort_values(["tau", "R"]).itertuples():
+            initial, final = _percent(run.initial), _percent(run.final)
+            rows.append(
+                {
+                    "Sign.": label,
+                    "τ": sparsity_label(run.tau),
+                    "R": int(run.R),
+                    "Thresholded PCA": initial,
+                    "Learned": final,
+                    "Gain": np.round(final - initial, DECIMALS),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def cost_table(costs, signature):
+    """Storage and projection cost per (R, tau), in readable units.
+
+    Parameters
+    ----------
+    costs : DataFrame
+        One row per projector, with the keys of
+        :func:`ndir.projection.projection_cost` and
+        :func:`ndir.projection.projection_latency`, plus ``R``, ``tau`` and
+        ``test_map`` in [0, 1].
+    signature : str
+        The signature projected, e.g. ``"fv-256"``.
+
+    Returns
+    -------
+    DataFrame
+        Non-zeros, KiB stored dense (float32) and sparse (CSC), storage ratio,
+        multiply-adds per image, equivalent full projectors (nnz / D), the measured
+        time of one signature and of the whole test split dense and sparse (µs) with
+        their ratios, and the test mAP (%).
+    """
+    costs = costs.sort_values(["tau", "R"])
+    return pd.DataFrame(
+        {
+            "Signature": signature,
+            "R": costs["R"].astype(int),
+            "τ": costs["tau"].map(sparsity_label),
+            "Non-zeros": costs["nnz"].astype(int),
+            "Dense KiB": costs["bytes_dense"] / 1024.0,
+            "CSC KiB": costs["bytes_sparse"] / 1024.0,
+            "Storage ratio": costs["storage_ratio"],
+            "Madds dense": costs["madds_dense"].astype(int),
+            "Madds sparse": costs["madds_sparse"].astype(int),
+            "Full projectors eq.": costs["equivalent_full_projectors"],
+            "One image dense µs": 1e6 * costs["single_dense_s"],
+            "One image sparse µs": 1e6 * costs["single_sparse_s"],
+            "One image speed-up": costs["single_speedup"],
+            "Batch dense µs": 1e6 * costs["batch_dense_s"],
+            "Batch sparse µs": 1e6 * costs["batch_sparse_s"],
+            "Batch speed-up": costs["batch_speedup"],
+            "Test mAP": _percent(costs["test_map"]),
+        }
+    ).reset_index(drop=True)
+
+
 def _check_results(results):
     """Validate the long results frame; return it with integer K, dim and R."""
     required = ["encoding", "K", "dim", "R", "map"]

@@ -10,6 +10,9 @@ wildcard_constraints:
     encoding="vlad|fv",
     K=r"\d+",
     shard=r"\d+",
+    signature=r"(vlad|fv)-\d+",
+    R=r"\d+",
+    tau=r"0(\.\d+)?",
 
 
 ENV = "../envs/ndir.yaml"
@@ -67,3 +70,83 @@ def codebook_size(wildcards):
 def shard_index(wildcards):
     """The shard number of a rule's wildcards, as an int."""
     return int(wildcards.shard)
+
+
+def projector_dim(wildcards):
+    """The output dimension R of a rule's wildcards, as an int."""
+    return int(wildcards.R)
+
+
+def projector_sparsity(wildcards):
+    """The sparsity rate tau of a rule's wildcards, as a float."""
+    return float(wildcards.tau)
+
+
+def sparse_run(signature, R, tau):
+    """Path stem of one sparse training run; tau is written as ``0.99``, ``0``."""
+    return f"results/sparse/{signature}/R{R}-tau{tau:g}"
+
+
+def convergence_signature():
+    """The largest Fisher Vector (the paper's Fig. 2-4 use FV-512), else the largest VLAD."""
+    encoding = "fv" if "fv" in config["signatures"]["encodings"] else "vlad"
+    return f"{encoding}-{max(config['signatures']['codebook_sizes'])}"
+
+
+def table2_histories():
+    return [
+        sparse_run(name, R, tau) + ".csv"
+        for name in signature_names()
+        for tau in config["sparse"]["sparsity"]
+        for R in config["sparse"]["dims"]
+    ]
+
+
+def cost_projectors():
+    return [
+        sparse_run(convergence_signature(), R, tau) + ".npz"
+        for tau in config["sparse"]["sparsity"]
+        for R in config["sparse"]["dims"]
+    ]
+
+
+def cost_histories():
+    return [path.removesuffix(".npz") + ".csv" for path in cost_projectors()]
+
+
+def figure2_histories():
+    return [
+        sparse_run(convergence_signature(), R, 0.0) + ".csv"
+        for R in config["sparse"]["dims"]
+    ]
+
+
+def figure3_histories():
+    R = config["sparse"]["convergence_dim"]
+    return [
+        sparse_run(convergence_signature(), R, tau) + ".csv"
+        for tau in config["sparse"]["convergence_sparsity"]
+    ]
+
+
+def figure4_histories():
+    tau = max(config["sparse"]["sparsity"])
+    return [
+        sparse_run(convergence_signature(), R, tau) + ".csv"
+        for R in config["sparse"]["dims"]
+    ]
+
+
+def figure_outputs():
+    return expand("results/figures/fig{n}.{ext}", n=[2, 3, 4], ext=["png", "pdf"])
+
+
+def sparse_outputs():
+    return (
+        expand(
+            "results/tables/{name}.{ext}",
+            name=["table2", "table2_ablation", "costs"],
+            ext=TABLE_FORMATS,
+        )
+        + figure_outputs()
+    )

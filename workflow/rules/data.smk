@@ -13,7 +13,7 @@ rule build_embedded_dataset:
         runtime=10,
     params:
         n_groups=config["embedded"]["n_groups"],
-        view_width=config["embedded"]["view_width"],
+        view_size=config["embedded"]["view_size"],
         seed=config["seed"],
     script:
         "../scripts/build_embedded_dataset.py"
@@ -42,6 +42,6 @@ rule index_dataset:
         train_fraction=config["dataset"]["train_fraction"],
         seed=config["seed"],
         descriptors=descriptor_params(),
-        max_dim=max(config["baseline"]["dims"]),
+        max_dim=max(config["baseline"]["dims"] + config["sparse"]["dims"]),
     script:
         "../scripts/index_dataset.py"

@@ -1,0 +1,92 @@
+"""Run the workflow and summarise its time and memory from Snakemake's benchmark files.
+
+Usage (from the repository root)::
+
+    python benchmarks/workflow_run.py --workdir /tmp/ndir-bench --cores 2 [--configfile FILE] [TARGET ...]
+
+Runs ``snakemake`` in a fresh working directory under GNU time, then reads every
+``benchmarks/rules/**.tsv`` that Snakemake's ``benchmark:`` directive wrote and prints,
+per rule: jobs, summed and largest wall time (s) and largest peak RSS (MiB). Writes
+the same table to ``<workdir>/results/benchmarks/summary.{csv,md}``.
+
+Peak RSS of the whole run: Snakemake's own process and each job are measured
+separately; with ``--cores N`` at most N single-thread jobs run at once, so the run's
+peak is at most the master's RSS plus the N largest job peaks, which is printed.
+"""
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_workflow(workdir, cores, configfile, targets):
+    """Run snakemake under GNU time; return (wall seconds, master peak RSS in MiB)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "snakemake", *targets]
+    cmd += ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", str(cores)]
+    cmd += ["--configfile", str(Path(configfile).resolve())]
+    start = time.perf_counter()
+    result = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    (workdir / "workflow_run.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        sys.exit(f"snakemake failed (exit {result.returncode}); see {workdir / 'workflow_run.log'}")
+    match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
+    return wall, int(match.group(1)) / 1024 if match else float("nan")
+
+
+def rule_benchmarks(workdir):
+    """One row per job: rule, wall seconds, peak RSS (MiB), from benchmarks/rules/."""
+    root = workdir / "benchmarks" / "rules"
+    rows = []
+    for path in sorted(root.rglob("*.tsv")):
+        record = pd.read_csv(path, sep="\t").iloc[-1]
+        rule = path.relative_to(root).parts[0].removesuffix(".tsv")
+        rows.append({"rule": rule, "job": str(path.relative_to(root)), "s": record["s"], "max_rss": record["max_rss"]})
+    return pd.DataFrame(rows)
+
+
+def summarise(jobs):
+    summary = jobs.groupby("rule", sort=False).agg(
+        jobs=("s", "size"), total_s=("s", "sum"), max_s=("s", "max"), max_rss_mib=("max_rss", "max")
+    )
+    summary["share_%"] = 100 * summary["total_s"] / summary["total_s"].sum()
+    return summary.sort_values("total_s", ascending=False).round(1).reset_index()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*")
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--configfile", default=str(REPO / "config.yaml"))
+    args = parser.parse_args()
+
+    wall, master_rss = run_workflow(args.workdir, args.cores, args.configfile, args.targets)
+    jobs = rule_benchmarks(args.workdir)
+    summary = summarise(jobs)
+    out = args.workdir / "results" / "benchmarks"
+    out.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out / "summary.csv", index=False)
+    (out / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
+
+    largest = jobs["max_rss"].nlargest(args.cores).sum()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, --cores {args.cores}")
+    print(f"wall time: {wall:.1f} s ({wall / 60:.1f} min); job time summed: {jobs['s'].sum():.1f} s")
+    print(f"peak RSS: largest job {jobs['max_rss'].max():.0f} MiB, snakemake {master_rss:.0f} MiB, "
+          f"bound for {args.cores} concurrent jobs {master_rss + largest:.0f} MiB")
+    print(summary.to_markdown(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,381 @@
+"""Tests of ndir.projection.sparse_rank against slow, independent computations."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from ndir.evaluation import holidays_map
+from ndir.projection import sparse_rank as sr
+from ndir.projection.sparse_rank import SparseRankProjector
+
+
+def grouped(n_groups, group_size, n_features, noise, seed):
+    """Unit-norm float32 signatures in groups of near duplicates, first of each the query."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_groups), group_size)
+    centres = rng.standard_normal((n_groups, n_features))
+    X = centres[groups] + noise * rng.standard_normal((groups.size, n_features))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    is_query = np.zeros(groups.size, dtype=bool)
+    is_query[::group_size] = True
+    return X.astype(np.float32), groups, is_query
+
+
+def brute_force_violations(X, Y, groups, query_rows, margin):
+    """Per query, the violations (> 0 only) of its positive and negative constraints
+    (Eq. 6), by loops; the pivot is the top negative under the original signatures X."""
+    result = []
+    for q in query_rows:
+        negatives = [j for j in range(len(X)) if groups[j] != groups[q]]
+        positives = [i for i in range(len(X)) if groups[i] == groups[q] and i != q]
+        pivot = max(negatives, key=lambda j: float(np.dot(X[q], X[j])))
+        d = lambda a: float(np.dot(Y[q], Y[a]))  # noqa: E731  d_U(x_q, x_a), Eq. 2
+        pos = [margin + d(pivot) - d(i) for i in positives]
+        neg = [d(j) - d(pivot) for j in negatives if j != pivot]
+        result.append(([v for v in pos if v > 0], [v for v in neg if v > 0]))
+    return result
+
+
+def brute_force_losses(X, U, groups, query_rows, margin):
+    """f_q of Eq. 7-9 by loops: mean squared violation of each constraint set."""
+    losses = []
+    for pos, neg in brute_force_violations(X, X @ U, groups, query_rows, margin):
+        loss = sum(v * v for v in pos) / len(pos) if pos else 0.0
+        loss += sum(v * v for v in neg) / len(neg) if neg else 0.0
+        losses.append(loss)
+    return np.array(losses)
+
+
+@pytest.fixture
+def tiny():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((12, 7))
+    groups = np.repeat(np.arange(4), 3)
+    return X, groups, np.array([0, 3, 6, 9]), rng.standard_normal((7, 3))
+
+
+def test_losses_match_brute_force(tiny):
+    X, groups, query_rows, U = tiny
+    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    expected = brute_force_losses(X, U, groups, query_rows, 1e-2)
+    np.testing.assert_allclose(problem.losses(X @ U), expected, rtol=1e-12)
+    assert np.all(expected > 0)
+
+
+def test_hand_worked_loss():
+    # Query row 0, its positive row 1, negatives rows 2 and 3. Under the original
+    # signatures row 3 scores 0.9 > 0.5 with the query: it is the pivot.
+    X = np.array([[1.0, 0.0], [0.2, 0.5], [0.5, 0.0], [0.9, 0.0]])
+    problem = sr._RankingProblem(X, np.array([0, 0, 1, 2]), np.array([0]), 0.01)
+    assert problem.pivots[0] == 3
+    # Projected scores with the query: positive 0.2, negative 0.5, pivot 0.9. Positive
+    # violation 0.01 + 0.9 - 0.2 = 0.71; the negative is below the pivot.
+    Y = np.array([[1.0, 0.0], [0.2, 0.0], [0.5, 0.0], [0.9, 0.0]])
+    np.testing.assert_allclose(problem.losses(Y), [0.71**2], rtol=1e-12)
+    Y[2, 0] = 1.5  # the negative now beats the pivot by 0.6
+    np.testing.assert_allclose(problem.losses(Y), [0.71**2 + 0.6**2], rtol=1e-12)
+    Y[1, 0] = 2.0  # the positive beats the pivot by 1.1 > margin
+    np.testing.assert_allclose(problem.losses(Y), [0.6**2], rtol=1e-12)
+    # alpha, beta = 1 / number of violations: two negatives violated by 0.6 and 0.2.
+    X = np.vstack([X, [0.1, 0.0]])
+    problem = sr._RankingProblem(X, np.array([0, 0, 1, 2, 3]), np.array([0]), 0.01)
+    Y = np.vstack([Y, [1.1, 0.0]])
+    np.testing.assert_allclose(problem.losses(Y), [(0.6**2 + 0.2**2) / 2], rtol=1e-12)
+
+
+def test_gradient_matches_finite_differences(tiny):
+    X, groups, query_rows, U = tiny
+    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    selected = np.array([1, 3])
+
+    def objective(V):
+        return brute_force_losses(X, V, groups, query_rows[selected], 1e-2).sum()
+
+    _, losses, dF, Z, B, _ = sr._gradient(problem, X @ U, selected)
+    G = X.T @ B
+    numeric = np.zeros_like(U)
+    h = 1e-6
+    for index in np.ndindex(U.shape):
+        step = np.zeros_like(U)
+        step[index] = h
+        numeric[index] = (objective(U + step) - objective(U - step)) / (2 * h)
+    np.testing.assert_allclose(G, numeric, rtol=1e-6, atol=1e-6 * np.abs(G).max())
+    assert np.abs(G).max() > 1.0
+    # The low-rank form used by the update: G = X_S^T Z + (dF X)^T Y_S.
+    rows = query_rows[selected]
+    np.testing.assert_allclose(
+        X[rows].T @ Z + (dF @ X).T @ (X @ U)[rows], G, rtol=1e-12
+    )
+    np.testing.assert_allclose(losses.sum(), objective(U), rtol=1e-12)
+
+
+def test_update_descends(tiny):
+    # Eq. 15 is printed with "+": moving along +G must raise the objective, -G lower it.
+    X, groups, query_rows, U = tiny
+    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    selected = np.arange(4)
+    _, losses, _, _, B, _ = sr._gradient(problem, X @ U, selected)
+    G = X.T @ B
+    mu = 1e-4 / np.abs(G).max()
+    assert problem.losses(X @ (U - mu * G)).sum() < losses.sum()
+    assert problem.losses(X @ (U + mu * G)).sum() > losses.sum()
+
+
+def test_line_objective_is_exact_along_the_line(tiny):
+    X, groups, query_rows, U = tiny
+    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    selected = np.array([0, 2])
+    Y = X @ U
+    scores, _, _, _, B, weights = sr._gradient(problem, Y, selected)
+    G = X.T @ B
+    H = problem.gram @ B
+    objective = sr._line_objective(problem, selected, scores, Y, H, weights)
+    for mu in [0.0, 1e-3, 0.05, 0.7]:
+        moved = X @ (U - mu * G)
+        violations = brute_force_violations(
+            X, moved, groups, query_rows[selected], 1e-2
+        )
+        # alpha and beta frozen at mu = 0: 1 / number of violations there.
+        expected = sum(
+            sum(v * v for v in pos) * a + sum(v * v for v in neg) * b
+            for (pos, neg), a, b in zip(violations, *weights)
+        )
+        np.testing.assert_allclose(objective(mu), expected, rtol=1e-9)
+    counts = [
+        (sum(v > 0 for v in p), sum(v > 0 for v in n))
+        for p, n in brute_force_violations(X, Y, groups, query_rows[selected], 1e-2)
+    ]
+    inverse = lambda n: 1.0 / n if n else 0.0  # noqa: E731
+    np.testing.assert_allclose(weights[0], [inverse(c[0]) for c in counts])
+    np.testing.assert_allclose(weights[1], [inverse(c[1]) for c in counts])
+
+
+def test_line_search_finds_minimum_and_refuses_ascent():
+    mu = sr._line_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 0.01)
+    assert abs(mu - 3.0) < 3.0 * sr._SEARCH_RTOL
+    mu = sr._line_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 500.0)
+    assert abs(mu - 3.0) < 3.0 * sr._SEARCH_RTOL
+    assert sr._line_search(lambda m: 1.0 + m, 1.0, 0.5) == 0.0
+
+
+def test_l0_projection_keeps_the_largest_entries_of_each_column():
+    rng = np.random.default_rng(0)
+    UT = rng.standard_normal((5, 40)).astype(np.float32)
+    UT[3] = 0.5  # all tied: the lowest indices are kept
+    UT[4, :30] = 0.0  # fewer non-zero values than kept entries
+    original = UT.copy()
+    indices, data, thresholds = sr._l0_project(UT, 12, False)
+    assert indices.shape == data.shape == (5, 12)
+    for r in range(5):
+        kept = indices[r]
+        assert np.all(np.diff(kept) > 0)
+        magnitude = np.abs(original[r])
+        assert magnitude[kept].min() >= np.delete(magnitude, kept).max()
+        np.testing.assert_array_equal(UT[r, kept], original[r, kept])
+        np.testing.assert_array_equal(np.delete(UT[r], kept), 0.0)
+        np.testing.assert_array_equal(data[r], original[r, kept])
+    np.testing.assert_array_equal(indices[3], np.arange(12))
+    # Row 0 against a full sort.
+    top = np.sort(np.argsort(-np.abs(original[0]), kind="stable")[:12])
+    np.testing.assert_array_equal(indices[0], top)
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.3, 0.9, 1.0, 1.1, 3.0, 1e6])
+def test_l0_projection_from_previous_thresholds_matches_full_selection(scale):
+    # The candidate pre-filter (entries above half the previous threshold) must not
+    # change the result, whether the previous thresholds are far or close.
+    rng = np.random.default_rng(2)
+    UT = rng.standard_normal((4, 300)).astype(np.float32)
+    expected = UT.copy()
+    reference = sr._l0_project(expected, 30, True)
+    result = sr._l0_project(UT, 30, True, scale * reference[2])
+    for got, want in zip(result, reference):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(UT, expected)
+
+
+def test_l0_projection_renormalizes_kept_entries():
+    rng = np.random.default_rng(1)
+    UT = rng.standard_normal((3, 50)).astype(np.float32)
+    original = UT.copy()
+    indices, _, _ = sr._l0_project(UT, 5, renormalize=True)
+    np.testing.assert_allclose(np.linalg.norm(UT, axis=1), 1.0, rtol=1e-6)
+    kept = indices[0]
+    np.testing.assert_allclose(
+        UT[0, kept], original[0, kept] / np.linalg.norm(original[0, kept]), rtol=1e-6
+    )
+
+
+def test_objective_is_zero_when_every_constraint_holds():
+    # Images of a group share a direction orthogonal to the other groups': positives
+    # score 1, every negative 0 = the pivot's score, so Eq. 6 holds with margin.
+    groups = np.repeat(np.arange(4), 3)
+    X = np.eye(6, dtype=np.float32)[groups]
+    projector = SparseRankProjector(
+        n_components=6, sparsity=0.0, init=np.eye(6, dtype=np.float32)
+    ).fit(X, groups)
+    assert projector.objective_[0] == 0.0
+    assert projector.n_iter_ == 0
+    assert holidays_map(projector.transform(X), groups, np.arange(12) % 3 == 0) == 1.0
+
+
+def test_training_map_reaches_one_without_sparsity():
+    X, groups, is_query = grouped(20, 3, 60, noise=2.0, seed=0)
+    projector = SparseRankProjector(
+        n_components=8, sparsity=0.0, max_iter=400, random_state=0
+    ).fit(X, groups)
+    initial = SparseRankProjector(n_components=8, sparsity=0.0, max_iter=0).fit(
+        X, groups
+    )
+    assert holidays_map(initial.transform(X), groups, is_query) < 0.9
+    # Scored with the similarity of the loss, y_q . y_j (normalize=False).
+    assert holidays_map(projector.transform(X), groups, is_query) == 1.0
+    assert projector.objective_[-1] < projector.tol
+    assert (
+        projector.n_iter_ < 400 and projector.objective_.size == projector.n_iter_ + 1
+    )
+
+
+def test_fit_is_reproducible_and_sparse():
+    X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
+    make = lambda seed: SparseRankProjector(  # noqa: E731
+        n_components=6,
+        sparsity=0.9,
+        max_iter=30,
+        n_queries_per_step=4,
+        random_state=seed,
+    ).fit(X, groups)
+    first, second, other = make(7), make(7), make(8)
+    assert sp.issparse(first.components_) and first.components_.format == "csc"
+    assert first.components_.dtype == np.float32 and first.components_.shape == (200, 6)
+    np.testing.assert_array_equal(np.diff(first.components_.indptr), 20)
+    assert first.n_nonzero_ == 20
+    np.testing.assert_array_equal(
+        first.components_.toarray(), second.components_.toarray()
+    )
+    np.testing.assert_array_equal(first.objective_, second.objective_)
+    assert not np.array_equal(first.objective_, other.objective_)
+    np.testing.assert_allclose(
+        sp.linalg.norm(first.components_, axis=0), 1.0, rtol=1e-5
+    )
+
+
+def test_without_renormalization_the_l0_projection_shrinks_columns():
+    X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
+    projector = SparseRankProjector(
+        n_components=6, sparsity=0.9, max_iter=5, renormalize=False, random_state=0
+    ).fit(X, groups)
+    norms = sp.linalg.norm(projector.components_, axis=0)
+    # PCA axes have unit norm; keeping 20 of 200 entries leaves less.
+    assert np.all(norms < 0.9)
+
+
+def test_transform_paths_agree_and_normalize():
+    X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=2)
+    projector = SparseRankProjector(
+        n_components=6, sparsity=0.9, max_iter=5, random_state=0
+    ).fit(X, groups)
+    dense = X.astype(np.float64) @ projector.components_.toarray()
+    batch = projector.transform(X)  # more rows than _SPARSE_ROWS_MAX: dense BLAS
+    single = np.vstack([projector.transform(x[None]) for x in X[:5]])  # sparse U^T
+    assert batch.dtype == np.float32 and single.dtype == np.float32
+    np.testing.assert_allclose(batch, dense, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(single, dense[:5], rtol=1e-5, atol=1e-6)
+    projector.set_params(normalize=True)
+    np.testing.assert_allclose(
+        np.linalg.norm(projector.transform(X), axis=1), 1.0, rtol=1e-5
+    )
+
+
+def test_training_scores_track_the_projection_without_sparsity():
+    # Without sparsity Y is updated incrementally; the objective it reports must be
+    # that of the returned components.
+    X, groups, _ = grouped(15, 3, 80, noise=2.0, seed=3)
+    projector = SparseRankProjector(
+        n_components=5, sparsity=0.0, max_iter=150, tol=0.0, random_state=0
+    ).fit(X, groups)
+    problem = sr._RankingProblem(X, groups, projector.query_rows_, projector.margin)
+    final = problem.losses(projector.transform(X).astype(np.float64)).sum()
+    np.testing.assert_allclose(final, projector.objective_[-1], rtol=1e-3, atol=1e-12)
+
+
+def test_callback_sees_the_current_state():
+    X, groups, _ = grouped(10, 3, 50, noise=1.0, seed=4)
+    calls = []
+
+    def record(iteration, projector):
+        calls.append(
+            (
+                iteration,
+                projector.n_iter_,
+                projector.objective_.size,
+                projector.transform(X).shape,
+            )
+        )
+
+    SparseRankProjector(
+        n_components=4,
+        sparsity=0.5,
+        max_iter=7,
+        tol=0.0,
+        callback=record,
+        callback_every=3,
+        random_state=0,
+    ).fit(X, groups)
+    assert [c[0] for c in calls] == [0, 3, 6, 7]
+    assert all(c[1] == c[0] and c[2] == c[0] + 1 and c[3] == (30, 4) for c in calls)
+
+
+def test_query_selection_takes_largest_half_and_random_rest():
+    losses = np.array([0.0, 5.0, 1.0, 9.0, 2.0, 0.5, 7.0, 3.0])
+    rng = np.random.default_rng(0)
+    selected = sr._select_queries(losses, 4, rng)
+    assert list(selected[:2]) == [3, 6]
+    assert len(set(selected)) == 4 and not {3, 6} & set(selected[2:])
+    np.testing.assert_array_equal(sr._select_queries(losses, 20, rng), np.arange(8))
+
+
+def test_default_queries_are_first_of_each_group_and_pivot_is_top_negative():
+    X, groups, is_query = grouped(6, 3, 30, noise=1.0, seed=5)
+    projector = SparseRankProjector(n_components=3, max_iter=0).fit(X, groups)
+    np.testing.assert_array_equal(projector.query_rows_, np.flatnonzero(is_query))
+    for q, p in zip(projector.query_rows_, projector.pivots_):
+        negatives = np.flatnonzero(groups != groups[q])
+        assert p == negatives[np.argmax(X[negatives] @ X[q])]
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"sparsity": 1.0}, "sparsity"),
+        ({"n_queries_per_step": 0}, "n_queries_per_step"),
+        ({"init": "svd"}, "init"),
+        ({"init": np.zeros((3, 3))}, "init array"),
+        ({"n_components": 40}, "n_components"),
+    ],
+)
+def test_bad_parameters_are_reported(params, message):
+    X, groups, _ = grouped(5, 3, 30, noise=1.0, seed=6)
+    with pytest.raises(ValueError, match=message):
+        SparseRankProjector(**{"n_components": 3, **params}).fit(X, groups)
+
+
+def test_bad_groups_are_reported():
+    X, groups, _ = grouped(5, 3, 30, noise=1.0, seed=6)
+    lonely = np.append(groups[:-2], [7, 8])
+    with pytest.raises(ValueError, match="alone in their group"):
+        SparseRankProjector(n_components=3).fit(X, lonely)
+    with pytest.raises(ValueError, match="one group"):
+        SparseRankProjector(n_components=3).fit(X, np.zeros(15, dtype=int))
+
+
+@parametrize_with_checks(
+    [
+        SparseRankProjector(
+            n_components=2, sparsity=0.5, max_iter=3, init="random", random_state=0
+        )
+    ]
+)
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)

@@ -1,0 +1,96 @@
+rule train_sparse_projector:
+    input:
+        images="results/data/images.csv",
+        signatures="results/signatures/{signature}.npy",
+    output:
+        projector="results/sparse/{signature}/R{R}-tau{tau}.npz",
+        history="results/sparse/{signature}/R{R}-tau{tau}.csv",
+    log:
+        "logs/train_sparse_projector/{signature}/R{R}-tau{tau}.log",
+    benchmark:
+        "benchmarks/rules/train_sparse_projector/{signature}/R{R}-tau{tau}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=120,
+    params:
+        n_components=projector_dim,
+        sparsity=projector_sparsity,
+        max_iter=config["sparse"]["max_iter"],
+        queries_per_step=config["sparse"]["queries_per_step"],
+        margin=config["sparse"]["margin"],
+        tol=config["sparse"]["tol"],
+        renormalize=config["sparse"]["renormalize"],
+        eval_every=config["sparse"]["eval_every"],
+        seed=config["seed"],
+    script:
+        "../scripts/train_sparse_projector.py"
+
+
+rule table2:
+    input:
+        histories=table2_histories(),
+    output:
+        table=expand("results/tables/table2.{ext}", ext=TABLE_FORMATS),
+        ablation=expand("results/tables/table2_ablation.{ext}", ext=TABLE_FORMATS),
+    log:
+        "logs/table2.log",
+    benchmark:
+        "benchmarks/rules/table2.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        kind=config["dataset"]["kind"],
+    script:
+        "../scripts/table2.py"
+
+
+rule cost_table:
+    input:
+        images="results/data/images.csv",
+        signatures=f"results/signatures/{convergence_signature()}.npy",
+        projectors=cost_projectors(),
+        histories=cost_histories(),
+    output:
+        table=expand("results/tables/costs.{ext}", ext=TABLE_FORMATS),
+    log:
+        "logs/cost_table.log",
+    benchmark:
+        "benchmarks/rules/cost_table.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+    script:
+        "../scripts/cost_table.py"
+
+
+rule convergence_figures:
+    input:
+        fig2=figure2_histories(),
+        fig3=figure3_histories(),
+        fig4=figure4_histories(),
+    output:
+        figures=figure_outputs(),
+    log:
+        "logs/convergence_figures.log",
+    benchmark:
+        "benchmarks/rules/convergence_figures.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        signature=convergence_signature(),
+    script:
+        "../scripts/convergence_figures.py"

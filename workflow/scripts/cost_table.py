@@ -1,0 +1,5 @@
+"""Snakemake script of rule cost_table: Storage and projection cost of each (R, tau) projector, with its test mAP."""
+
+from ndir.pipeline import cost_table, run_rule
+
+run_rule(snakemake, cost_table)  # noqa: F821 (snakemake is injected by the script directive)

@@ -1,0 +1,5 @@
+"""Snakemake script of rule table2: Table II (test mAP of the sparse projectors) and the thresholded-PCA ablation."""
+
+from ndir.pipeline import table2, run_rule
+
+run_rule(snakemake, table2)  # noqa: F821 (snakemake is injected by the script directive)
