@@ -14,7 +14,6 @@ OpenCV SIFT is timed once per image (it takes seconds); dense_hog best of
 
 import argparse
 import importlib.util
-import time
 from pathlib import Path
 
 import cv2
@@ -23,19 +22,11 @@ import numpy as np
 import ndir
 from ndir.descriptors import N_CELLS, dense_grid, dense_hog
 from ndir.preprocess import preprocess
+from timing import best_time
 
 CELL_SIZES = (4, 6, 8, 10)
 STEP = 3
 
-
-def best_time(function, repeats):
-    """Shortest wall-clock time of ``repeats`` calls, in seconds."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def photos_512x384(n_images):
@@ -87,9 +78,9 @@ def main():
     for name, image in images:
         descriptors = dense_hog(image, step=STEP, cell_sizes=CELL_SIZES)
         hog_seconds.append(
-            best_time(lambda: dense_hog(image, STEP, CELL_SIZES), args.repeats)
+            best_time(lambda: dense_hog(image, STEP, CELL_SIZES), args.repeats, warmup=False)
         )
-        sift_seconds.append(best_time(lambda: sift.compute(image, keypoints), 1))
+        sift_seconds.append(best_time(lambda: sift.compute(image, keypoints), 1, warmup=False))
         print(
             f"  {name:40s} dense_hog {1e3 * hog_seconds[-1]:7.1f} ms "
             f"({len(descriptors)} descriptors, {descriptors.nbytes / 2**20:.1f} MiB)   "

@@ -21,7 +21,6 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 
 import faiss  # noqa: E402
@@ -33,17 +32,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from ndir.codebooks import kmeans, gmm_em  # noqa: E402
 from ndir.encoding import fisher_vector, vlad  # noqa: E402
+from timing import best_time  # noqa: E402
 
-
-def best_time(function, repeats=3):
-    """Smallest wall time (s) of ``repeats`` calls, after one warm-up call."""
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def descriptor_like(rng, n, dim=128, n_modes=512):

@@ -7,22 +7,13 @@ with FV-512 signatures (2 x 512 x 80 = 81,920 dimensions), reduced to R = 256.
 """
 
 import argparse
-import time
 
 import numpy as np
 from sklearn.decomposition import PCA
 
 from ndir.projection import PCAProjection
+from timing import best_time
 
-
-def best_time(fit, repeats):
-    """Shortest wall-clock time of ``repeats`` calls, in seconds."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fit()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main():
@@ -43,7 +34,7 @@ def main():
         ).fit(X),
     }
     print(f"fit on {args.images} x {args.dim} float32, R = {R}, best of {args.repeats}")
-    seconds = {name: best_time(fit, args.repeats) for name, fit in fits.items()}
+    seconds = {name: best_time(fit, args.repeats, warmup=False) for name, fit in fits.items()}
     reference = seconds["PCAProjection (Gram)"]
     for name, value in seconds.items():
         print(f"{name:24s} {value:8.2f} s   x{value / reference:6.1f}")

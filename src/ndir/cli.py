@@ -1,10 +1,25 @@
 """The ``ndir`` command line.
 
-Exit codes: 0 success, 1 bad input (the message names the file or key and the fix),
-2 bad command-line usage (from argparse).
+Commands: ``build-embedded`` and ``descriptors`` (data), and the retrieval
+commands ``index`` (encode and project a folder of images into a faiss index),
+``query`` (rank the indexed near duplicates of images) and ``info`` (describe a
+projector, a codebook or an index); see :mod:`ndir.index`.
+
+Exit codes:
+
+0
+    Success (``index`` also succeeds when some images were skipped as unreadable:
+    each is warned about on stderr and counted in the summary line).
+1
+    Bad input: a missing or unreadable file, an empty image folder, a projector
+    trained for another codebook, an unreadable query image. One line on stderr,
+    ``ndir: error: <file>: <what is wrong>; <the fix>``.
+2
+    Bad command-line usage (from argparse).
 """
 
 import argparse
+import json
 import logging
 import sys
 
@@ -15,8 +30,12 @@ from .errors import NdirInputError
 def _build_embedded(args):
     from .data import build_embedded_dataset
 
-    table = build_embedded_dataset(args.out_dir, n_groups=args.groups, seed=args.seed, view_size=args.size)
-    print(f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}")
+    table = build_embedded_dataset(
+        args.out_dir, n_groups=args.groups, seed=args.seed, view_size=args.size
+    )
+    print(
+        f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}"
+    )
 
 
 def _describe(args):
@@ -27,25 +46,177 @@ def _describe(args):
         print(f"{path}: {local.shape[0]} descriptors of {local.shape[1]} dims")
 
 
+def _cell_sizes(text):
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected positive integers separated by commas, got {text!r}"
+        )
+    return sizes
+
+
+def _index(args):
+    from tqdm import tqdm
+
+    from .index import build_index, check_index_folder, image_files, load_encoder
+
+    encoder = load_encoder(
+        args.codebook,
+        args.projector,
+        max_width=args.max_width,
+        step=args.step,
+        cell_sizes=args.cell_sizes,
+        alpha=args.alpha,
+    )
+    paths = image_files(args.images_dir)
+    check_index_folder(args.output)
+
+    def progress(items):
+        return tqdm(
+            items, desc="indexing", unit="image", file=sys.stderr, disable=args.quiet
+        )
+
+    def warn(path, message):
+        tqdm.write(f"ndir: warning: skipped {message}", file=sys.stderr)
+
+    index, skipped = build_index(paths, encoder, progress=progress, on_skip=warn)
+    index.save(args.output)
+    print(
+        f"indexed {len(index)} images from {args.images_dir} into {args.output} "
+        f"({encoder.signature}, D={encoder.n_features} -> R={encoder.n_components}, "
+        f"{encoder.components.nnz} non-zeros); skipped {len(skipped)} unreadable"
+    )
+
+
+def _query(args):
+    from .index import NearDuplicateIndex, query_index
+
+    if args.k < 1:
+        raise NdirInputError(f"-k {args.k}: the number of results must be at least 1")
+    found = query_index(NearDuplicateIndex.load(args.index), args.images, k=args.k)
+    if args.json:
+        json.dump(found, sys.stdout, indent=2)
+        print()
+        return
+    for i, record in enumerate(found):
+        if i:
+            print()
+        print(f"query: {record['query']}")
+        print(f"{'rank':>4}  {'score':>9}  image")
+        for hit in record["results"]:
+            print(f"{hit['rank']:>4}  {hit['score']:>9.5f}  {hit['path']}")
+
+
+def _info(args):
+    from .index import describe
+
+    for key, value in describe(args.file).items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        print(f"{key}: {value}")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="ndir", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ndir {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     embedded = commands.add_parser(
-        "build-embedded", help="write the embedded near-duplicate set (Holidays naming) into a folder"
+        "build-embedded",
+        help="write the embedded near-duplicate set (Holidays naming) into a folder",
     )
     embedded.add_argument("out_dir")
-    embedded.add_argument("--groups", type=int, default=200, help="number of groups (default: 200)")
+    embedded.add_argument(
+        "--groups", type=int, default=200, help="number of groups (default: 200)"
+    )
     embedded.add_argument("--seed", type=int, default=0)
-    embedded.add_argument("--size", type=int, default=384, help="longer side of the views in pixels")
+    embedded.add_argument(
+        "--size", type=int, default=384, help="longer side of the views in pixels"
+    )
     embedded.set_defaults(func=_build_embedded)
 
-    describe = commands.add_parser("descriptors", help="count the dense HOG descriptors of images")
+    describe = commands.add_parser(
+        "descriptors", help="count the dense HOG descriptors of images"
+    )
     describe.add_argument("images", nargs="+")
     describe.add_argument("--max-width", type=int, default=512)
     describe.add_argument("--step", type=int, default=3)
     describe.set_defaults(func=_describe)
+
+    index = commands.add_parser(
+        "index",
+        help="encode and project every image of a folder into a near-duplicate index",
+        description="Compute descriptors -> signature -> sparse projection y = U^T x for "
+        "every image under IMAGES_DIR and store them in a faiss inner-product index "
+        "(folder INDEX: index.faiss, images.csv, meta.json). Unreadable images are "
+        "skipped with a warning.",
+    )
+    index.add_argument("images_dir", metavar="IMAGES_DIR")
+    index.add_argument(
+        "--codebook",
+        "--model",
+        required=True,
+        metavar="NPZ",
+        help="codebook, results/codebooks/<vlad|fv>-<K>.npz",
+    )
+    index.add_argument(
+        "--projector",
+        required=True,
+        metavar="NPZ",
+        help="projector learned for that codebook's signature, results/sparse/<signature>/R<R>-tau<tau>.npz",
+    )
+    index.add_argument(
+        "-o", "--output", required=True, metavar="INDEX", help="index folder to write"
+    )
+    index.add_argument(
+        "--max-width",
+        type=int,
+        default=512,
+        help="resize images to at most this width (default: 512)",
+    )
+    index.add_argument(
+        "--step", type=int, default=3, help="dense grid step in pixels (default: 3)"
+    )
+    index.add_argument(
+        "--cell-sizes",
+        type=_cell_sizes,
+        default=[4, 6, 8, 10],
+        metavar="C,C,...",
+        help="HOG cell sizes, one scale each (default: 4,6,8,10)",
+    )
+    index.add_argument(
+        "--alpha",
+        type=float,
+        default=0.1,
+        help="power normalisation exponent (default: 0.1)",
+    )
+    index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    index.set_defaults(func=_index)
+
+    query = commands.add_parser(
+        "query",
+        help="rank the indexed near duplicates of images",
+        description="Print the k indexed images of largest score y_q^T y (the learned "
+        "similarity) for each query image; an indexed copy of the query itself is left out.",
+    )
+    query.add_argument("index", metavar="INDEX", help="folder written by `ndir index`")
+    query.add_argument("images", nargs="+", metavar="IMAGE")
+    query.add_argument(
+        "-k", type=int, default=10, help="results per query (default: 10)"
+    )
+    query.add_argument(
+        "--json", action="store_true", help="print JSON instead of a table"
+    )
+    query.set_defaults(func=_query)
+
+    info = commands.add_parser(
+        "info", help="describe a projector, a codebook or an index folder"
+    )
+    info.add_argument("file", metavar="FILE")
+    info.set_defaults(func=_info)
     return parser
 
 

@@ -21,18 +21,15 @@ import pandas as pd
 from . import data, descriptors, encoding, evaluation, report
 from .codebooks import (
     DescriptorPCA,
-    FisherCodebook,
-    VladCodebook,
     fit_descriptor_pca as _fit_descriptor_pca,
     fit_fisher_codebook as _fit_fisher_codebook,
     fit_vlad_codebook as _fit_vlad_codebook,
 )
 from .errors import ConfigError, DatasetError, NdirInputError
+from .index import load_codebook
 from .projection import PCAProjection
 
 logger = logging.getLogger(__name__)
-
-CODEBOOK_CLASSES = {"vlad": VladCodebook, "fv": FisherCodebook}
 
 
 # --------------------------------------------------------------------------- running
@@ -233,12 +230,6 @@ def codebook_name(path):
     return Path(path).name.removesuffix(".npz")
 
 
-def load_codebook(path):
-    """Load a VLAD or FV codebook, its class chosen by the file name."""
-    encoding_name = codebook_name(path).split("-")[0]
-    return CODEBOOK_CLASSES[encoding_name].load(path)
-
-
 # --------------------------------------------------------------------------- signatures
 
 
@@ -252,7 +243,7 @@ def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descript
     table = read_image_table(images)
     rows = shard_rows(len(table), shard, n_shards)
     part = table.iloc[rows]
-    models = {codebook_name(path): load_codebook(path) for path in codebooks}
+    models = {codebook_name(path): load_codebook(path)[0] for path in codebooks}
     out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
     for i, path in enumerate(part["path"]):
         local = _image_descriptors(path, descriptors)

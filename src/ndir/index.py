@@ -1,0 +1,606 @@
+"""Near-duplicate search over your own images with a learned sparse projector.
+
+An image goes through the paper's pipeline (Negrel et al. 2014, §V-B and Eq. 3):
+
+1. dense HOG descriptors (:func:`ndir.descriptors.image_descriptors`),
+2. signature ``x = codebook.encode(descriptors)``, power- (alpha) and
+   L2-normalised (:func:`ndir.encoding.power_l2_normalise`), D = ``codebook.dim``,
+3. projection ``y = U^T x`` through the sparse U (D x R, CSC): the
+   ``nnz(U)`` multiply-adds per image that the sparse projectors are about.
+
+``y`` is stored **unnormalised**: U was trained so that the raw dot product
+``y_q^T y_j`` ranks near duplicates first (Eq. 2), so a faiss inner-product index
+(``faiss.IndexFlatIP``) over the raw ``y`` scores with exactly the learned
+similarity. Scores are therefore not cosines and are not bounded by 1.
+
+An index is a folder:
+
+``index.faiss``
+    The ``faiss.IndexFlatIP`` of the (n_images, R) float32 projections.
+``images.csv``
+    ``path`` (absolute, resolved) and ``norm`` (``||y||_2``), row i = faiss id i.
+``meta.json``
+    The codebook and projector (absolute paths, SHA-256 of the files, signature
+    name, D, R, the projector's training record), the descriptor parameters,
+    ``alpha`` and the ndir version; queries use these, so they are encoded
+    exactly as the indexed images were.
+"""
+
+import hashlib
+import json
+import logging
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .codebooks import FisherCodebook, VladCodebook
+from .data import IMAGE_SUFFIXES
+from .descriptors import image_descriptors
+from .encoding import power_l2_normalise
+from .errors import NdirInputError
+from .projection import load_projector
+
+logger = logging.getLogger(__name__)
+
+INDEX_FILE = "index.faiss"
+IMAGES_FILE = "images.csv"
+META_FILE = "meta.json"
+
+DESCRIPTOR_DEFAULTS = {"max_width": 512, "step": 3, "cell_sizes": [4, 6, 8, 10]}
+ALPHA_DEFAULT = 0.1
+
+CODEBOOK_CLASSES = {"vlad": VladCodebook, "fv": FisherCodebook}
+
+
+# --------------------------------------------------------------------------- files
+
+
+def file_sha256(path):
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def npz_kind(path):
+    """What an ``.npz`` file of ndir holds: ``"vlad"``, ``"fv"``, ``"descriptor_pca"``,
+    ``"projector"``; NdirInputError if it is missing or none of these."""
+    path = Path(path)
+    if not path.is_file():
+        raise NdirInputError(
+            f"{path}: no such file; pass a results/codebooks/<signature>.npz or "
+            "results/sparse/<signature>/R<R>-tau<tau>.npz written by the workflow"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            files = set(npz.files)
+            kind = str(npz["kind"]) if "kind" in files else None
+    except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile):
+        raise NdirInputError(
+            f"{path}: numpy cannot read it as an .npz file; pass a codebook or a "
+            "projector written by the workflow"
+        ) from None
+    if kind is not None:
+        return kind
+    if {"data", "indices", "indptr", "shape", "meta"} <= files:
+        return "projector"
+    raise NdirInputError(
+        f"{path}: neither an ndir codebook nor a projector (it holds {sorted(files)}); "
+        "pass a file written by the workflow"
+    )
+
+
+def load_codebook(path):
+    """A VLAD or FV codebook, its class read from the file's ``kind`` field.
+
+    Returns
+    -------
+    (codebook, signature) : VladCodebook or FisherCodebook, and its name as the
+        workflow spells it (``"fv-256"``: encoding and K).
+    """
+    kind = npz_kind(path)
+    if kind not in CODEBOOK_CLASSES:
+        hint = (
+            "the descriptor PCA is part of each FV codebook"
+            if kind == "descriptor_pca"
+            else (
+                "this is a projector"
+                if kind == "projector"
+                else f"its kind is {kind!r}"
+            )
+        )
+        raise NdirInputError(
+            f"{path}: not a VLAD or FV codebook ({hint}); "
+            "pass --codebook results/codebooks/<vlad|fv>-<K>.npz"
+        )
+    codebook = CODEBOOK_CLASSES[kind].load(path)
+    return codebook, f"{kind}-{codebook.n_clusters}"
+
+
+def image_files(folder):
+    """Image files under ``folder`` (recursively), sorted; hidden entries skipped.
+
+    Raises NdirInputError if ``folder`` is not a folder or holds no image file.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise NdirInputError(
+            f"{folder}: no such folder; pass the folder that holds your images"
+        )
+    paths = sorted(
+        path
+        for path in folder.rglob("*")
+        if path.suffix.lower() in IMAGE_SUFFIXES
+        and path.is_file()
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+    if not paths:
+        raise NdirInputError(
+            f"{folder}: no image files (suffixes {', '.join(sorted(IMAGE_SUFFIXES))}) "
+            "in this folder or below; pass the folder that holds your images"
+        )
+    return paths
+
+
+# --------------------------------------------------------------------------- encoder
+
+
+@dataclass(eq=False)
+class ImageEncoder:
+    """Image file -> projected signature ``y = U^T x`` (R,) float32.
+
+    Build it with :func:`load_encoder`, which checks that the projector fits the
+    codebook.
+    """
+
+    codebook: object
+    components: object  # scipy.sparse.csc_array (D, R) float32
+    signature: str
+    projector_meta: dict
+    descriptors: dict = field(default_factory=lambda: dict(DESCRIPTOR_DEFAULTS))
+    alpha: float = ALPHA_DEFAULT
+    codebook_path: str = ""
+    projector_path: str = ""
+
+    @property
+    def n_features(self):
+        """D, the signature length."""
+        return self.components.shape[0]
+
+    @property
+    def n_components(self):
+        """R, the projected length."""
+        return self.components.shape[1]
+
+    def signature_of(self, path):
+        """Power- and L2-normalised signature x (D,) float32 of an image file.
+
+        Raises NdirInputError (ImageReadError) if the file cannot be decoded or is
+        too small for one descriptor.
+        """
+        local = image_descriptors(
+            path,
+            max_width=self.descriptors["max_width"],
+            step=self.descriptors["step"],
+            cell_sizes=tuple(self.descriptors["cell_sizes"]),
+        )
+        return power_l2_normalise(self.codebook.encode(local), alpha=self.alpha)
+
+    def project(self, x):
+        """``y = U^T x`` (R,) float32 through the CSC matrix: nnz(U) multiply-adds."""
+        return np.asarray(self.components.T @ x, dtype=np.float32)
+
+    def __call__(self, path):
+        return self.project(self.signature_of(path))
+
+    def meta(self):
+        """The JSON record that lets a query be encoded as the indexed images were."""
+        return {
+            "codebook": {
+                "path": self.codebook_path,
+                "sha256": file_sha256(self.codebook_path),
+                "signature": self.signature,
+                "dim": int(self.n_features),
+            },
+            "projector": {
+                "path": self.projector_path,
+                "sha256": file_sha256(self.projector_path),
+                "n_components": int(self.n_components),
+                "n_nonzero": int(self.components.nnz),
+                "meta": self.projector_meta,
+            },
+            "descriptors": {
+                **self.descriptors,
+                "cell_sizes": list(self.descriptors["cell_sizes"]),
+            },
+            "alpha": float(self.alpha),
+            "similarity": "inner product of the raw projections y = U^T x (Eq. 2)",
+            "ndir_version": __version__,
+        }
+
+
+def load_encoder(
+    codebook,
+    projector,
+    max_width=512,
+    step=3,
+    cell_sizes=(4, 6, 8, 10),
+    alpha=ALPHA_DEFAULT,
+):
+    """Load a codebook and a projector and check that they belong together.
+
+    Parameters
+    ----------
+    codebook : path of a ``results/codebooks/<vlad|fv>-<K>.npz``.
+    projector : path of a ``results/sparse/<signature>/R<R>-tau<tau>.npz``.
+    max_width, step, cell_sizes : descriptor parameters (§V-B defaults).
+    alpha : power normalisation exponent (0.1 in the paper).
+
+    Raises
+    ------
+    NdirInputError
+        If a file is missing or of the wrong kind, or the projector was trained on
+        another signature (its D differs from ``codebook.dim`` or its recorded
+        signature name from the codebook's).
+    """
+    model, signature = load_codebook(codebook)
+    if npz_kind(projector) != "projector":
+        raise NdirInputError(
+            f"{projector}: not a projector (it is a codebook); "
+            "pass --projector results/sparse/<signature>/R<R>-tau<tau>.npz"
+        )
+    U, meta = load_projector(projector)
+    expected = meta.get("signature")
+    if U.shape[0] != model.dim or (expected is not None and expected != signature):
+        raise NdirInputError(
+            f"{projector}: projector for {expected or 'an unnamed signature'} with "
+            f"D={U.shape[0]}, but codebook {codebook} gives {signature} signatures with "
+            f"D={model.dim}; pass a projector from results/sparse/{signature}/"
+        )
+    if not 0 < alpha <= 1:
+        raise NdirInputError(
+            f"alpha={alpha}: the power normalisation needs 0 < alpha <= 1"
+        )
+    return ImageEncoder(
+        codebook=model,
+        components=U.astype(np.float32).tocsc(),
+        signature=signature,
+        projector_meta=meta,
+        descriptors={
+            "max_width": int(max_width),
+            "step": int(step),
+            "cell_sizes": [int(c) for c in cell_sizes],
+        },
+        alpha=float(alpha),
+        codebook_path=str(Path(codebook).resolve()),
+        projector_path=str(Path(projector).resolve()),
+    )
+
+
+# --------------------------------------------------------------------------- index
+
+
+def check_index_folder(folder):
+    """``folder`` as a Path if an index may be written there: new, empty or an ndir
+    index (which is replaced); NdirInputError otherwise. Call it before encoding."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NdirInputError(
+            f"{folder}: is a file; pass a folder name for the index (-o)"
+        )
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / META_FILE).is_file():
+        raise NdirInputError(
+            f"{folder}: folder exists and is not an ndir index; "
+            "pass a new or empty folder for the index (-o)"
+        )
+    return folder
+
+
+@dataclass(eq=False)
+class NearDuplicateIndex:
+    """Projected signatures of a set of images in a faiss inner-product index.
+
+    Attributes
+    ----------
+    index : faiss.IndexFlatIP of dimension R, row i = ``paths[i]``.
+    paths : list of str, absolute resolved image paths.
+    norms : (n,) float32, ``||y||_2`` of each row.
+    meta : dict, see the module docstring.
+    """
+
+    index: object
+    paths: list
+    norms: np.ndarray
+    meta: dict
+
+    def __len__(self):
+        return len(self.paths)
+
+    @property
+    def n_components(self):
+        return self.index.d
+
+    def search(self, Y, k=10, exclude=None):
+        """The ``k`` best images for each query projection, by inner product.
+
+        Parameters
+        ----------
+        Y : (n_queries, R) float32 projections.
+        k : int >= 1.
+        exclude : None or list of n_queries paths; an indexed image with that
+            (resolved) path is left out of that query's results (a query does not
+            find itself).
+
+        Returns
+        -------
+        list of n_queries lists of ``(path, score)``, best first.
+        """
+        Y = np.ascontiguousarray(Y, dtype=np.float32).reshape(-1, self.n_components)
+        extra = 0 if exclude is None else 1
+        n = min(len(self), k + extra)
+        scores, ids = self.index.search(Y, n)
+        results = []
+        for q in range(len(Y)):
+            skip = None if exclude is None else str(Path(exclude[q]).resolve())
+            hits = [
+                (self.paths[i], float(s))
+                for i, s in zip(ids[q], scores[q])
+                if i >= 0 and self.paths[i] != skip
+            ]
+            results.append(hits[:k])
+        return results
+
+    def save(self, folder):
+        """Write ``index.faiss``, ``images.csv`` and ``meta.json`` into ``folder``.
+
+        An existing folder is reused only if it is empty or an ndir index.
+        """
+        import faiss
+
+        folder = check_index_folder(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(self.index, str(folder / INDEX_FILE))
+        pd.DataFrame({"path": self.paths, "norm": self.norms}).to_csv(
+            folder / IMAGES_FILE, index=False
+        )
+        with open(folder / META_FILE, "w") as handle:
+            json.dump(
+                {**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True
+            )
+            handle.write("\n")
+
+    @classmethod
+    def load(cls, folder):
+        """Read an index written by :meth:`save`; NdirInputError naming what is wrong."""
+        import faiss
+
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise NdirInputError(
+                f"{folder}: no such index folder; build one with `ndir index`"
+            )
+        missing = [
+            name
+            for name in (INDEX_FILE, IMAGES_FILE, META_FILE)
+            if not (folder / name).is_file()
+        ]
+        if missing:
+            raise NdirInputError(
+                f"{folder}: not an ndir index (missing {', '.join(missing)}); build it with `ndir index`"
+            )
+        try:
+            with open(folder / META_FILE) as handle:
+                meta = json.load(handle)
+            table = pd.read_csv(folder / IMAGES_FILE, dtype={"path": str})
+            index = faiss.read_index(str(folder / INDEX_FILE))
+        except (OSError, ValueError, RuntimeError) as error:
+            raise NdirInputError(
+                f"{folder}: damaged index ({error}); build it again with `ndir index`"
+            ) from None
+        if index.ntotal != len(table):
+            raise NdirInputError(
+                f"{folder}: {INDEX_FILE} holds {index.ntotal} vectors but {IMAGES_FILE} "
+                f"{len(table)} images; build the index again with `ndir index`"
+            )
+        return cls(
+            index, table["path"].tolist(), table["norm"].to_numpy(np.float32), meta
+        )
+
+    def encoder(self):
+        """The :class:`ImageEncoder` the index was built with, checked unchanged.
+
+        Raises NdirInputError if the codebook or projector file has moved or
+        changed since (their SHA-256 is in ``meta.json``).
+        """
+        for part in ("codebook", "projector"):
+            record = self.meta[part]
+            path = Path(record["path"])
+            if not path.is_file():
+                raise NdirInputError(
+                    f"{path}: the {part} this index was built with is missing; "
+                    "restore it or build the index again with `ndir index`"
+                )
+            if file_sha256(path) != record["sha256"]:
+                raise NdirInputError(
+                    f"{path}: the {part} changed since this index was built; "
+                    "build the index again with `ndir index`"
+                )
+        params = self.meta["descriptors"]
+        return load_encoder(
+            self.meta["codebook"]["path"],
+            self.meta["projector"]["path"],
+            max_width=params["max_width"],
+            step=params["step"],
+            cell_sizes=params["cell_sizes"],
+            alpha=self.meta["alpha"],
+        )
+
+
+def build_index(paths, encoder, progress=None, on_skip=None):
+    """Encode and project every image; images that cannot be read are skipped.
+
+    Streams image by image: only the (n, R) projections are held.
+
+    Parameters
+    ----------
+    paths : sequence of image paths.
+    encoder : ImageEncoder.
+    progress : None or callable wrapping an iterable (e.g. ``tqdm.tqdm``).
+    on_skip : None or callable ``on_skip(path, message)`` told of each skipped
+        image; None logs a warning.
+
+    Returns
+    -------
+    index : NearDuplicateIndex
+    skipped : list of (path, reason) for the images left out.
+
+    Raises
+    ------
+    NdirInputError
+        If no image could be read.
+    """
+    import faiss
+
+    rows, kept, skipped = [], [], []
+    for path in progress(paths) if progress else paths:
+        try:
+            rows.append(encoder(path))
+        except NdirInputError as error:
+            if on_skip is None:
+                logger.warning("skipped %s", error)
+            else:
+                on_skip(path, str(error))
+            skipped.append((str(path), str(error)))
+            continue
+        kept.append(str(Path(path).resolve()))
+    if not kept:
+        raise NdirInputError(
+            f"none of the {len(paths)} images could be read (first: {skipped[0][1]}); "
+            "check the image folder"
+        )
+    Y = np.ascontiguousarray(np.stack(rows), dtype=np.float32)
+    index = faiss.IndexFlatIP(encoder.n_components)
+    index.add(Y)
+    return (
+        NearDuplicateIndex(
+            index, kept, np.linalg.norm(Y, axis=1).astype(np.float32), encoder.meta()
+        ),
+        skipped,
+    )
+
+
+def query_index(index, paths, k=10):
+    """The ``k`` nearest indexed images of each query image file, itself excluded.
+
+    Returns a list of ``{"query": path, "results": [{"rank", "path", "score"}]}``.
+    Raises NdirInputError (naming the file) if a query image cannot be read.
+    """
+    encoder = index.encoder()
+    Y = np.stack([encoder(path) for path in paths])
+    hits = index.search(Y, k=k, exclude=paths)
+    return [
+        {
+            "query": str(Path(path).resolve()),
+            "results": [
+                {"rank": rank, "path": hit, "score": score}
+                for rank, (hit, score) in enumerate(found, start=1)
+            ],
+        }
+        for path, found in zip(paths, hits)
+    ]
+
+
+# --------------------------------------------------------------------------- info
+
+
+def describe(path):
+    """Facts about a projector, a codebook or an index folder, as an ordered dict.
+
+    Projector: R, tau, non-zeros (total and per column), the signature and D it
+    expects, and its storage in bytes as a dense float32 matrix and in CSC form
+    (float32 values, int32 row indices and column pointers). Codebook: kind, K,
+    dimensions per cluster and the signature length D. Index: images, R and the
+    codebook and projector it was built with.
+    """
+    path = Path(path)
+    if path.is_dir():
+        index = NearDuplicateIndex.load(path)
+        meta = index.meta
+        projector = meta["projector"]
+        return {
+            "file": str(path),
+            "type": "index",
+            "images": len(index),
+            "R": index.n_components,
+            "signature": meta["codebook"]["signature"],
+            "D": meta["codebook"]["dim"],
+            "tau": projector["meta"].get("sparsity"),
+            "codebook": meta["codebook"]["path"],
+            "projector": projector["path"],
+            "descriptors": meta["descriptors"],
+            "alpha": meta["alpha"],
+            "ndir_version": meta["ndir_version"],
+        }
+    kind = npz_kind(path)
+    if kind == "projector":
+        U, meta = load_projector(path)
+        D, R = U.shape
+        per_column = np.diff(U.indptr)
+        return {
+            "file": str(path),
+            "type": "projector",
+            "R": R,
+            "tau": meta.get("sparsity"),
+            "non-zeros": int(U.nnz),
+            "non-zeros per column": (
+                int(per_column[0])
+                if per_column.min() == per_column.max()
+                else f"{per_column.min()}..{per_column.max()}"
+            ),
+            "density": round(U.nnz / (D * R), 6),
+            "signature": meta.get("signature", "unknown"),
+            "D": D,
+            "bytes dense": D * R * 4,
+            "bytes CSC": U.nnz * (4 + 4) + (R + 1) * 4,
+            "multiply-adds per image": int(U.nnz),
+            "training": {
+                key: value
+                for key, value in meta.items()
+                if key not in ("signature", "n_features", "n_components", "sparsity")
+            },
+        }
+    if kind in CODEBOOK_CLASSES:
+        model, signature = load_codebook(path)
+        per_cluster = model.n_components if kind == "vlad" else model.means_.shape[1]
+        return {
+            "file": str(path),
+            "type": "codebook",
+            "kind": kind,
+            "signature": signature,
+            "K": model.n_clusters,
+            "dims per cluster": (
+                per_cluster
+                if kind == "vlad"
+                else f"2 x {per_cluster} (PCA of descriptors)"
+            ),
+            "D": model.dim,
+        }
+    if kind == "descriptor_pca":
+        from .codebooks import DescriptorPCA
+
+        pca = DescriptorPCA.load(path)
+        return {
+            "file": str(path),
+            "type": "descriptor PCA",
+            "input dims": pca.mean_.shape[0],
+            "components": pca.n_components,
+        }
+    raise NdirInputError(
+        f"{path}: unknown ndir file kind {kind!r}; pass a codebook, a projector or an index folder"
+    )

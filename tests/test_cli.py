@@ -1,0 +1,183 @@
+"""Tests of the `ndir` retrieval commands (index, query, info) through ndir.cli.main."""
+
+import json
+import shutil
+
+import pytest
+
+from ndir.cli import main
+from ndir.projection import save_projector
+
+from .conftest import CELLS, STEP, TAU
+
+
+def index_args(models, images, out, *extra):
+    return [
+        "index",
+        str(images),
+        "--codebook",
+        str(models["codebook"]),
+        "--projector",
+        str(models["projector"]),
+        "-o",
+        str(out),
+        "--step",
+        str(STEP),
+        "--cell-sizes",
+        ",".join(map(str, CELLS)),
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def index_dir(tiny_models):  # noqa: F811
+    out = tiny_models["root"] / "index"
+    assert main(index_args(tiny_models, tiny_models["images"], out, "--quiet")) == 0
+    return out
+
+
+def test_index_writes_folder_and_summary(tiny_models, tmp_path, capsys):  # noqa: F811
+    images = tmp_path / "images"
+    images.mkdir()
+    for path in tiny_models["table"]["path"].iloc[:5]:
+        shutil.copy(path, images)
+    (images / "broken.jpg").write_bytes(b"not a jpeg")
+    out = tmp_path / "idx"
+    # --model is the issue's name for --codebook
+    args = index_args(tiny_models, images, out)
+    args[args.index("--codebook")] = "--model"
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "indexed 5 images" in captured.out and "skipped 1 unreadable" in captured.out
+    assert "warning: skipped" in captured.err and "broken.jpg" in captured.err
+    assert "indexing" in captured.err  # the progress bar
+    assert sorted(p.name for p in out.iterdir()) == [
+        "images.csv",
+        "index.faiss",
+        "meta.json",
+    ]
+
+
+def test_query_ranks_group_mates_first(tiny_models, index_dir, capsys):  # noqa: F811
+    table = tiny_models["table"]
+    queries = table[table["is_query"]]
+    assert main(["query", str(index_dir), *queries["path"], "-k", "3", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [record["query"] for record in found] == list(queries["path"])
+    group_of = dict(zip(table["path"], table["group"]))
+    top1_in_group = 0
+    for record, group in zip(found, queries["group"]):
+        results = record["results"]
+        assert [hit["rank"] for hit in results] == [1, 2, 3]
+        assert record["query"] not in [hit["path"] for hit in results]
+        scores = [hit["score"] for hit in results]
+        assert scores == sorted(scores, reverse=True)
+        top1_in_group += group_of[results[0]["path"]] == group
+    # measured: 6 of 6 with these tiny models
+    assert top1_in_group >= 5
+
+
+def test_query_table(tiny_models, index_dir, capsys):  # noqa: F811
+    query = tiny_models["table"]["path"].iloc[0]
+    assert main(["query", str(index_dir), query, "-k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"query: {query}"
+    assert lines[1].split() == ["rank", "score", "image"]
+    assert [line.split()[0] for line in lines[2:]] == ["1", "2"]
+    float(lines[2].split()[1])
+
+
+def test_info(tiny_models, index_dir, capsys):  # noqa: F811
+    assert main(["info", str(tiny_models["projector"])]) == 0
+    out = capsys.readouterr().out
+    assert "R: 8" in out and f"tau: {TAU}" in out and "non-zeros: 104" in out
+    assert "signature: fv-4" in out and "D: 128" in out and "bytes CSC: 868" in out
+    assert main(["info", str(tiny_models["codebook"])]) == 0
+    out = capsys.readouterr().out
+    assert "kind: fv" in out and "K: 4" in out
+    assert main(["info", str(index_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "type: index" in out and f"images: {len(tiny_models['table'])}" in out
+
+
+def error_of(capsys, argv):
+    """Run the CLI expecting exit code 1; return its one-line error message (the last
+    line of stderr, after any warnings about skipped images)."""
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("ndir: error: ")
+    return err
+
+
+def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa: F811
+    models = tiny_models
+    out = tmp_path / "idx"
+
+    missing = tmp_path / "nothing.npz"
+    assert str(missing) in error_of(
+        capsys, index_args({**models, "codebook": missing}, models["images"], out)
+    )
+
+    wrong = tmp_path / "vlad-projector.npz"
+    save_projector(
+        wrong, models["U"], signature="vlad-2", n_features=models["U"].shape[0]
+    )
+    err = error_of(
+        capsys, index_args({**models, "projector": wrong}, models["images"], out)
+    )
+    assert str(wrong) in err and "results/sparse/fv-4/" in err
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert f"{empty}: no image files" in error_of(
+        capsys, index_args(models, empty, out)
+    )
+    assert "no such folder" in error_of(
+        capsys, index_args(models, tmp_path / "absent", out)
+    )
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "a.jpg").write_bytes(b"")
+    assert "none of the 1 images" in error_of(
+        capsys, index_args(models, broken, out, "-q")
+    )
+
+    bad_query = tmp_path / "query.png"
+    bad_query.write_bytes(b"garbage")
+    assert str(bad_query) in error_of(capsys, ["query", str(index_dir), str(bad_query)])
+    assert str(tmp_path / "q.jpg") in error_of(
+        capsys, ["query", str(index_dir), str(tmp_path / "q.jpg")]
+    )
+    assert "not an ndir index" in error_of(
+        capsys, ["query", str(empty), str(bad_query)]
+    )
+    assert str(missing) in error_of(capsys, ["info", str(missing)])
+    (tmp_path / "occupied").mkdir()
+    (tmp_path / "occupied" / "notes.txt").write_text("mine")
+    err = error_of(capsys, index_args(models, models["images"], tmp_path / "occupied"))
+    assert "occupied: folder exists and is not an ndir index" in err
+    assert not out.exists()
+
+
+def test_usage_errors_exit_2(capsys):
+    for argv in (
+        ["index"],
+        ["query"],
+        ["info"],
+        [
+            "index",
+            "x",
+            "--codebook",
+            "c",
+            "--projector",
+            "p",
+            "-o",
+            "o",
+            "--cell-sizes",
+            "4,x",
+        ],
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2

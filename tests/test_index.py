@@ -1,0 +1,121 @@
+"""Tests of ndir.index: encoding, the faiss index, its files and the checks on inputs."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ndir import index as ndi
+from ndir.errors import NdirInputError
+
+from .conftest import CELLS, K, PCA_DIMS, R, STEP, TAU
+from ndir.projection import save_projector
+
+def encoder_of(models):
+    return ndi.load_encoder(
+        models["codebook"], models["projector"], step=STEP, cell_sizes=CELLS
+    )
+
+
+def test_encoder_matches_dense_pipeline(tiny_models):
+    """y = U^T x through the CSC matrix equals the dense product on the same signature."""
+    encoder = encoder_of(tiny_models)
+    path = tiny_models["table"]["path"].iloc[0]
+    y = encoder(path)
+    x = tiny_models["X"][0]
+    assert y.shape == (R,) and y.dtype == np.float32
+    np.testing.assert_allclose(y, x @ tiny_models["U"].toarray(), rtol=1e-5, atol=1e-6)
+    assert encoder.signature == "fv-4" and encoder.n_features == 2 * K * PCA_DIMS
+
+
+def test_index_scores_are_raw_inner_products(tiny_models, tmp_path):
+    table = tiny_models["table"]
+    encoder = encoder_of(tiny_models)
+    index, skipped = ndi.build_index(ndi.image_files(tiny_models["images"]), encoder)
+    assert skipped == [] and len(index) == len(table)
+    Y = tiny_models["X"] @ tiny_models["U"].toarray()
+    found = index.search(Y[:1], k=len(table))[0]
+    by_path = dict(found)
+    # image_files sorts the names, as the table's Holidays numbering does
+    for path, y in zip(table["path"], Y):
+        assert by_path[path] == pytest.approx(float(Y[0] @ y), rel=1e-4, abs=1e-5)
+    scores = [score for _, score in found]
+    assert scores == sorted(scores, reverse=True)
+    # the query excludes itself
+    own = index.search(Y[:1], k=3, exclude=[table["path"].iloc[0]])[0]
+    assert table["path"].iloc[0] not in [p for p, _ in own] and len(own) == 3
+
+    index.save(tmp_path / "idx")
+    loaded = ndi.NearDuplicateIndex.load(tmp_path / "idx")
+    assert loaded.paths == index.paths and loaded.n_components == R
+    np.testing.assert_allclose(loaded.norms, np.linalg.norm(Y, axis=1), rtol=1e-4)
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    assert (
+        meta["codebook"]["signature"] == "fv-4" and meta["descriptors"]["step"] == STEP
+    )
+    assert meta["projector"]["meta"]["sparsity"] == TAU and meta["n_images"] == len(
+        table
+    )
+
+
+def test_wrong_projector_is_refused(tiny_models, tmp_path):
+    U = tiny_models["U"]
+    wrong_dim = tmp_path / "wrong-dim.npz"
+    save_projector(wrong_dim, U[:-1], signature="fv-4", n_features=U.shape[0] - 1)
+    with pytest.raises(NdirInputError, match="wrong-dim.npz.*D=127.*D=128"):
+        ndi.load_encoder(tiny_models["codebook"], wrong_dim)
+    wrong_name = tmp_path / "wrong-name.npz"
+    save_projector(wrong_name, U, signature="vlad-2", n_features=U.shape[0])
+    with pytest.raises(NdirInputError, match="wrong-name.npz.*vlad-2.*fv-4"):
+        ndi.load_encoder(tiny_models["codebook"], wrong_name)
+    with pytest.raises(NdirInputError, match="not a VLAD or FV codebook"):
+        ndi.load_encoder(tiny_models["projector"], tiny_models["projector"])
+
+
+def test_changed_projector_is_detected(tiny_models, tmp_path):
+    projector = tmp_path / "p.npz"
+    projector.write_bytes(tiny_models["projector"].read_bytes())
+    encoder = ndi.load_encoder(
+        tiny_models["codebook"], projector, step=STEP, cell_sizes=CELLS
+    )
+    paths = ndi.image_files(tiny_models["images"])[:3]
+    index, _ = ndi.build_index(paths, encoder)
+    assert index.encoder().n_components == R
+    save_projector(
+        projector, tiny_models["U"] * 2, signature="fv-4", n_features=encoder.n_features
+    )
+    with pytest.raises(NdirInputError, match="p.npz: the projector changed"):
+        index.encoder()
+
+
+def test_image_files(tmp_path):
+    with pytest.raises(NdirInputError, match="no such folder"):
+        ndi.image_files(tmp_path / "missing")
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(NdirInputError, match="no image files"):
+        ndi.image_files(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.JPG").write_bytes(b"x")
+    (tmp_path / "a.png").write_bytes(b"x")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "c.jpg").write_bytes(b"x")
+    assert [p.relative_to(tmp_path).as_posix() for p in ndi.image_files(tmp_path)] == [
+        "a.png",
+        "sub/b.JPG",
+    ]
+
+
+def test_describe_projector_storage(tiny_models):
+    facts = ndi.describe(tiny_models["projector"])
+    D, M = 2 * K * PCA_DIMS, round((1 - TAU) * 2 * K * PCA_DIMS)
+    assert (facts["R"], facts["tau"], facts["D"], facts["signature"]) == (
+        R,
+        TAU,
+        D,
+        "fv-4",
+    )
+    assert facts["non-zeros"] == R * M and facts["non-zeros per column"] == M
+    assert facts["bytes dense"] == D * R * 4
+    assert facts["bytes CSC"] == R * M * 8 + (R + 1) * 4
+    codebook = ndi.describe(tiny_models["codebook"])
+    assert (codebook["kind"], codebook["K"], codebook["D"]) == ("fv", K, D)
