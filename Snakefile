@@ -6,12 +6,16 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/codebooks.smk"
 include: "workflow/rules/signatures.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/sparse.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -19,3 +23,4 @@ rule all:
     input:
         table1_outputs(),
         sparse_outputs(),
+        "results/run_info.json",

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
+from ndir.provenance import job_benchmarks, summarise_benchmarks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,25 +45,6 @@ def run_workflow(workdir, cores, configfile, targets):
     return wall, int(match.group(1)) / 1024 if match else float("nan")
 
 
-def rule_benchmarks(workdir):
-    """One row per job: rule, wall seconds, peak RSS (MiB), from benchmarks/rules/."""
-    root = workdir / "benchmarks" / "rules"
-    rows = []
-    for path in sorted(root.rglob("*.tsv")):
-        record = pd.read_csv(path, sep="\t").iloc[-1]
-        rule = path.relative_to(root).parts[0].removesuffix(".tsv")
-        rows.append({"rule": rule, "job": str(path.relative_to(root)), "s": record["s"], "max_rss": record["max_rss"]})
-    return pd.DataFrame(rows)
-
-
-def summarise(jobs):
-    summary = jobs.groupby("rule", sort=False).agg(
-        jobs=("s", "size"), total_s=("s", "sum"), max_s=("s", "max"), max_rss_mib=("max_rss", "max")
-    )
-    summary["share_%"] = 100 * summary["total_s"] / summary["total_s"].sum()
-    return summary.sort_values("total_s", ascending=False).round(1).reset_index()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*")
@@ -73,8 +54,8 @@ def main():
     args = parser.parse_args()
 
     wall, master_rss = run_workflow(args.workdir, args.cores, args.configfile, args.targets)
-    jobs = rule_benchmarks(args.workdir)
-    summary = summarise(jobs)
+    jobs = job_benchmarks(args.workdir / "benchmarks" / "rules")
+    summary = summarise_benchmarks(jobs)
     out = args.workdir / "results" / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out / "summary.csv", index=False)

@@ -87,3 +87,29 @@ def test_invalid_config_names_the_key(tmp_path, override, key):
     result = run_snakemake(tmp_path, "-n", "--configfile", str(config), check=False)
     assert result.returncode != 0
     assert key in result.stdout + result.stderr
+
+
+def test_sparse_outputs_and_run_info(tiny_run):
+    table2 = pd.read_csv(tiny_run / "results/tables/table2.csv")
+    assert list(table2.columns) == ["Sign.", "90% R8", "90% R16", "99% R8", "99% R16"]
+    values = table2.drop(columns="Sign.").to_numpy(dtype=float)
+    assert np.isfinite(values).all() and ((values >= 0) & (values <= 100)).all()
+    costs = pd.read_csv(tiny_run / "results/tables/costs.csv")
+    assert (costs["Storage ratio"] > 1).all()
+    for n in (2, 3, 4):
+        assert (tiny_run / f"results/figures/fig{n}.png").stat().st_size > 10_000
+    info = json.loads((tiny_run / "results/run_info.json").read_text())
+    assert info["seed"] == 7 and info["config"]["signatures"]["codebook_sizes"] == [4, 8]
+    assert info["packages"]["numpy"] and info["data"]["n_groups"] == 40
+    assert {"encode_shard", "train_sparse_projector", "table1"} <= {r["rule"] for r in info["rules"]}
+
+
+def test_html_report_holds_tables_and_figures(tiny_run):
+    report = tiny_run / "report.html"
+    result = run_snakemake(
+        tiny_run, "--configfile", str(REPO / "tests/configs/tiny.yaml"), "--report", str(report), check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = report.read_text(errors="replace")
+    for item in ("table1.csv", "table2.csv", "table2_ablation.csv", "costs.csv", "fig2.png", "fig4.png"):
+        assert item in html

@@ -497,3 +497,19 @@ def convergence_figures(fig2, fig3, fig4, figures, signature):
     plots.convergence_figure([read_history(p) for p in fig2], vary="R", signature=signature, stem=out["fig2"])
     plots.convergence_figure([read_history(p) for p in fig3], vary="tau", signature=signature, stem=out["fig3"])
     plots.generalisation_figure([read_history(p) for p in fig4], signature=signature, stem=out["fig4"])
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def write_run_info(data_report, outputs, run_info, config, benchmarks, repo):
+    """Write ``results/run_info.json`` once every table and figure exists.
+
+    ``outputs`` (the final tables and figures) are inputs only so that this runs
+    last, when every job's benchmark file is there to be summarised.
+    """
+    from .provenance import run_info as gather
+
+    with open(data_report) as f:
+        summary = json.load(f)
+    _write_json(gather(config, summary, benchmarks, repo), run_info)

@@ -28,7 +28,7 @@ rule table1:
         ),
         data_report="results/data/report.json",
     output:
-        table=table1_outputs(),
+        table=report_table("table1"),
     log:
         "logs/table1.log",
     benchmark:

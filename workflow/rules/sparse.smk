@@ -33,8 +33,8 @@ rule table2:
     input:
         histories=table2_histories(),
     output:
-        table=expand("results/tables/table2.{ext}", ext=TABLE_FORMATS),
-        ablation=expand("results/tables/table2_ablation.{ext}", ext=TABLE_FORMATS),
+        table=report_table("table2"),
+        ablation=report_table("table2_ablation"),
     log:
         "logs/table2.log",
     benchmark:
@@ -58,7 +58,7 @@ rule cost_table:
         projectors=cost_projectors(),
         histories=cost_histories(),
     output:
-        table=expand("results/tables/costs.{ext}", ext=TABLE_FORMATS),
+        table=report_table("costs"),
     log:
         "logs/cost_table.log",
     benchmark:
@@ -79,7 +79,7 @@ rule convergence_figures:
         fig3=figure3_histories(),
         fig4=figure4_histories(),
     output:
-        figures=figure_outputs(),
+        figures=report_figures(),
     log:
         "logs/convergence_figures.log",
     benchmark:

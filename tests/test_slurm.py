@@ -1,0 +1,75 @@
+"""The SLURM profile plans the paper grid with memory and time for every job (no cluster)."""
+
+import re
+from collections import Counter
+
+import pytest
+
+from .conftest import REPO, run_snakemake
+
+pytest.importorskip(
+    "snakemake_executor_plugin_slurm",
+    reason="the SLURM profile needs snakemake-executor-plugin-slurm: pip install -e '.[slurm]'",
+)
+
+PROFILE = REPO / "profiles/slurm"
+RULE = re.compile(r"^(?:local)?rule (\w+):$")
+TOTAL = re.compile(r"^total\s+(\d+)$")
+
+
+def planned_resources(output):
+    """(rule, resources line) for each job block a dry run prints, and its job total."""
+    jobs, rule, total = [], None, None
+    for line in output.splitlines():
+        if match := RULE.match(line):
+            rule = match.group(1)
+        elif line.startswith("    resources:") and rule is not None:
+            jobs.append((rule, line))
+            rule = None
+        elif match := TOTAL.match(line):
+            total = int(match.group(1))
+    return jobs, total
+
+
+@pytest.fixture
+def paper_grid(tmp_path):
+    """A Holidays config (an empty folder) planning K = 64 ... 512 for VLAD and FV."""
+    holidays = tmp_path / "holidays"
+    holidays.mkdir()
+    config = tmp_path / "holidays.yaml"
+    config.write_text(
+        f"dataset: {{kind: holidays, path: {holidays}}}\n"
+        "signatures: {codebook_sizes: [64, 128, 256, 512]}\n"
+    )
+    return config
+
+
+def dry_run(workdir, config, *extra):
+    result = run_snakemake(
+        workdir, "--profile", str(PROFILE), "-n", "--configfile", str(config), *extra, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    jobs, total = planned_resources(result.stdout + "\n" + result.stderr)
+    assert total is not None and len(jobs) == total, "a job block printed no resources line"
+    return jobs
+
+
+def test_every_planned_job_has_memory_and_runtime(tmp_path, paper_grid):
+    jobs = dry_run(tmp_path, paper_grid)
+    counts = Counter(rule for rule, _ in jobs)
+    assert counts["fit_vlad_codebook"] == counts["fit_fisher_codebook"] == 4
+    assert counts["train_sparse_projector"] > 0
+    for rule, resources in jobs:
+        assert "mem_mb=" in resources and "runtime=" in resources, (rule, resources)
+
+
+def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
+    """The README's command: it replaces the profile's default-resources, so the
+    memory and time still shown are the ones each rule declares."""
+    jobs = dry_run(
+        tmp_path, paper_grid, "--default-resources", "slurm_account=ci", "slurm_partition=debug"
+    )
+    for rule, resources in jobs:
+        assert "slurm_account=ci" in resources and "slurm_partition=debug" in resources
+        if rule != "all":  # no action: never submitted
+            assert "mem_mb=" in resources and "runtime=" in resources, (rule, resources)
