@@ -327,16 +327,19 @@ def table1(results, data_report, table, kind):
     paper = report.load_paper_table1() if kind == "holidays" else None
     frame = report.table1(rows, paper=paper)
     stem = Path(table[0]).with_suffix("")
-    report.write_table(frame, stem, caption=_table1_caption(data_report, paper is not None))
+    title = "Table I: mAP (%) of VLAD and FV signatures and of their PCA reductions to R dims"
+    report.write_table(frame, stem, caption=_caption(title, data_report, paper is not None))
 
 
-def _table1_caption(data_report, with_paper):
+def _caption(title, data_report, with_paper):
+    """``title``, the data set and test split it was measured on, and why the paper's
+    values are absent when they are."""
     with open(data_report) as f:
         summary = json.load(f)
     test = summary["splits"].get("test", {})
     caption = (
-        f"Table I: mAP (%) of VLAD and FV signatures and of their PCA reductions to R dims, "
-        f"{summary['kind']} data, test split ({test.get('n_groups', 0)} groups, {test.get('n_images', 0)} images)."
+        f"{title}, {summary['kind']} data, test split "
+        f"({test.get('n_groups', 0)} groups, {test.get('n_images', 0)} images)."
     )
     if not with_paper:
         caption += " The paper's values (INRIA Holidays) are shown only when the data set is Holidays."
@@ -464,12 +467,17 @@ def final_maps(histories, split="test", scoring="dot"):
     return pd.DataFrame(rows)
 
 
-def table2(histories, table, ablation, kind):
+def table2(histories, data_report, table, ablation, kind):
     """Table II (test mAP of the sparse projectors) and the thresholded-PCA ablation."""
     maps = final_maps(histories)
     paper = report.load_paper_table2() if kind == "holidays" else None
-    report.write_table(report.table2(maps, paper=paper), Path(table[0]).with_suffix(""))
-    report.write_table(report.table2_ablation(maps), Path(ablation[0]).with_suffix(""))
+    title = "Table II: mAP (%) of signatures reduced by sparse rank projectors (raw dot product)"
+    caption = _caption(title, data_report, paper is not None)
+    report.write_table(report.table2(maps, paper=paper), Path(table[0]).with_suffix(""), caption=caption)
+    title = "mAP (%) of sparse rank projectors against PCA hard-thresholded to the same sparsity"
+    report.write_table(
+        report.table2_ablation(maps), Path(ablation[0]).with_suffix(""), caption=_caption(title, data_report, True)
+    )
 
 
 def cost_table(images, signatures, projectors, histories, table):

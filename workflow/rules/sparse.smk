@@ -32,6 +32,7 @@ rule train_sparse_projector:
 rule table2:
     input:
         histories=table2_histories(),
+        data_report="results/data/report.json",
     output:
         table=report_table("table2"),
         ablation=report_table("table2_ablation"),
