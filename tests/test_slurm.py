@@ -1,5 +1,6 @@
 """The SLURM profile plans the paper grid with memory and time for every job (no cluster)."""
 
+import os
 import re
 from collections import Counter
 
@@ -73,3 +74,27 @@ def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
         assert "slurm_account=ci" in resources and "slurm_partition=debug" in resources
         if rule != "all":  # no action: never submitted
             assert "mem_mb=" in resources and "runtime=" in resources, (rule, resources)
+
+
+@pytest.mark.workflow
+@pytest.mark.skipif(
+    not os.environ.get("NDIR_SLURM_CLUSTER"),
+    reason="no SLURM cluster: .ci/run starts one with ../shared/slurm/up.sh and sets NDIR_SLURM_CLUSTER=1",
+)
+def test_cluster_run_gives_the_local_tables(tiny_run, tmp_path):
+    """The tiny config through a real SLURM cluster gives the local run's Table I, byte for byte."""
+    result = run_snakemake(
+        tmp_path,
+        "results/tables/table1.csv",
+        "--configfile",
+        str(REPO / "tests/configs/tiny.yaml"),
+        "--profile",
+        str(PROFILE),
+        "--default-resources",
+        "slurm_account=ci",
+        "slurm_partition=debug",
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    local = (tiny_run / "results/tables/table1.csv").read_bytes()
+    assert (tmp_path / "results/tables/table1.csv").read_bytes() == local
