@@ -35,6 +35,19 @@ def tiny_run(tmp_path_factory):
     return workdir
 
 
+@pytest.fixture
+def paper_grid(tmp_path):
+    """A Holidays config (an empty folder) planning K = 64 ... 512 for VLAD and FV."""
+    holidays = tmp_path / "holidays"
+    holidays.mkdir()
+    config = tmp_path / "holidays.yaml"
+    config.write_text(
+        f"dataset: {{kind: holidays, path: {holidays}}}\n"
+        "signatures: {codebook_sizes: [64, 128, 256, 512]}\n"
+    )
+    return config
+
+
 # Tiny retrieval models shared by the index and CLI tests.
 STEP, CELLS, K, PCA_DIMS, R, TAU = 4, (4, 8), 4, 16, 8, 0.9
 

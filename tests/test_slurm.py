@@ -32,19 +32,6 @@ def planned_resources(output):
     return jobs, total
 
 
-@pytest.fixture
-def paper_grid(tmp_path):
-    """A Holidays config (an empty folder) planning K = 64 ... 512 for VLAD and FV."""
-    holidays = tmp_path / "holidays"
-    holidays.mkdir()
-    config = tmp_path / "holidays.yaml"
-    config.write_text(
-        f"dataset: {{kind: holidays, path: {holidays}}}\n"
-        "signatures: {codebook_sizes: [64, 128, 256, 512]}\n"
-    )
-    return config
-
-
 def dry_run(workdir, config, *extra):
     result = run_snakemake(
         workdir, "--profile", str(PROFILE), "-n", "--configfile", str(config), *extra, check=False

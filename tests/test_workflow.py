@@ -54,15 +54,9 @@ def test_same_seed_gives_identical_table1(tiny_run, tmp_path):
     assert (tmp_path / "results/tables/table1.csv").read_bytes() == first
 
 
-def test_paper_grid_is_planned_for_holidays(tmp_path):
+def test_paper_grid_is_planned_for_holidays(tmp_path, paper_grid):
     """A Holidays config plans the paper's full grid, K = 64 ... 512 for VLAD and FV."""
-    holidays = tmp_path / "holidays"
-    holidays.mkdir()
-    config = tmp_path / "holidays.yaml"
-    config.write_text(
-        f"dataset: {{kind: holidays, path: {holidays}}}\n"
-        "signatures: {codebook_sizes: [64, 128, 256, 512]}\n"
-    )
+    config = paper_grid
     result = run_snakemake(tmp_path, "-n", "--configfile", str(config), "--quiet", "rules")
     assert "fit_vlad_codebook" in result.stdout
     planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), "--summary", check=False)
