@@ -97,10 +97,12 @@ def read_image_table(path):
 # --------------------------------------------------------------------------- data
 
 
-def build_embedded_dataset(folder, n_groups, view_size, seed):
+def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, seed):
     """Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
     with _atomic_folder(folder) as tmp:
-        table = data.build_embedded_dataset(tmp, n_groups=n_groups, seed=seed, view_size=view_size)
+        table = data.build_embedded_dataset(
+            tmp, n_groups=n_groups, seed=seed, view_size=view_size, allow_overlap=allow_overlap
+        )
     logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
 
 

@@ -14,6 +14,7 @@ rule build_embedded_dataset:
     params:
         n_groups=config["embedded"]["n_groups"],
         view_size=config["embedded"]["view_size"],
+        allow_overlap=config["embedded"]["allow_overlap"],
         seed=config["seed"],
     script:
         "../scripts/build_embedded_dataset.py"
