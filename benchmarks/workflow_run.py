@@ -28,13 +28,13 @@ from ndir.provenance import job_benchmarks, summarise_benchmarks
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_workflow(workdir, cores, configfile, targets):
+def run_workflow(workdir, cores, configfile, targets, extra_args=()):
     """Run snakemake under GNU time; return (wall seconds, master peak RSS in MiB)."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "snakemake", *targets]
     cmd += ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", str(cores)]
-    cmd += ["--configfile", str(Path(configfile).resolve())]
+    cmd += ["--configfile", str(Path(configfile).resolve()), *extra_args]
     start = time.perf_counter()
     result = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -51,9 +51,16 @@ def main():
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--configfile", default=str(REPO / "config.yaml"))
+    parser.add_argument(
+        "--snakemake-args",
+        default="",
+        help="extra snakemake arguments, e.g. '--rerun-triggers mtime' to resume a run "
+        "in an existing workdir from another checkout",
+    )
     args = parser.parse_args()
 
-    wall, master_rss = run_workflow(args.workdir, args.cores, args.configfile, args.targets)
+    extra = args.snakemake_args.split()
+    wall, master_rss = run_workflow(args.workdir, args.cores, args.configfile, args.targets, extra)
     jobs = job_benchmarks(args.workdir / "benchmarks" / "rules")
     summary = summarise_benchmarks(jobs)
     out = args.workdir / "results" / "benchmarks"
