@@ -130,6 +130,7 @@ def _read_npz(path, kind, keys):
         "descriptor_pca": "descriptor PCA",
         "vlad": "VLAD codebook",
         "fv": "Fisher Vector codebook",
+        "bovw": "visual vocabulary",
     }[kind]
     try:
         archive = np.load(path, allow_pickle=False)

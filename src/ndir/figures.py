@@ -70,3 +70,34 @@ def generalisation_figure(runs, signature, stem):
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", ncol=2)
     _save(fig, stem)
+
+
+def seeds_comparison_figure(records, stem):
+    """Test mAP (%) against bytes stored (log scale), one marker per method family.
+
+    ``records``: the comparison's rows (see :mod:`ndir.comparison`); points of one
+    family and input (e.g. PCA on FV-256 at each R) are joined by a line, colours
+    tell the inputs apart.
+    """
+    from .report import method_family
+
+    records = records.assign(family=records["method"].map(method_family))
+    markers = dict(zip(sorted(records["family"].unique()), "osD^v<>pPX*h"))
+    colours = dict(zip(sorted(records["signature"].unique()), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig, ax = plt.subplots(figsize=(8, 5.5), constrained_layout=True)
+    for (family, signature), rows in records.groupby(["family", "signature"], sort=True):
+        rows = rows.sort_values("model_bytes")
+        ax.plot(
+            rows["model_bytes"],
+            100 * rows["test_map"],
+            marker=markers[family],
+            color=colours[signature],
+            linestyle="-" if len(rows) > 1 else "none",
+            label=f"{family} ({'tf-idf' if signature == 'tfidf' else signature.upper()})",
+        )
+    ax.set_xscale("log")
+    ax.set(xlabel="bytes stored for the learned model (log scale)", ylabel="test mAP (%)")
+    ax.set_title("Sparse similarity learners: accuracy against storage")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="x-small", ncol=2, loc="best")
+    _save(fig, stem)

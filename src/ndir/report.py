@@ -278,6 +278,48 @@ def cost_table(costs, signature):
     ).reset_index(drop=True)
 
 
+def method_family(method):
+    """The family of a comparison row's method: ``"PCA R=64"`` -> ``"PCA"``,
+    ``"sparse rank R=64 τ=0.99"`` -> ``"sparse rank τ=0.99"``."""
+    if method.startswith("PCA"):
+        return "PCA"
+    if method.startswith("sparse rank"):
+        return "sparse rank " + method.split()[-1]
+    return method
+
+
+def seeds_comparison_table(records):
+    """The comparison of sparse similarity learners, in readable units.
+
+    Parameters
+    ----------
+    records : DataFrame
+        One row per learned model, with the keys of
+        :data:`ndir.comparison.RECORD_KEYS` (``test_map`` in [0, 1]).
+
+    Returns
+    -------
+    DataFrame
+        Method, input signature, query dimensions (or mean non-zeros), KiB stored,
+        multiply-adds per query (mapping it, then scoring the test database), test
+        mAP (%) and training seconds; rows by input (tf-idf first), then model size.
+    """
+    order = records.assign(
+        input_order=records["signature"].map(lambda s: (s != "tfidf", s)),
+    ).sort_values(["input_order", "model_bytes", "method"], kind="stable")
+    return pd.DataFrame(
+        {
+            "Method": order["method"],
+            "Input": order["signature"].map(lambda s: "tf-idf" if s == "tfidf" else s.upper()),
+            "Query dims": order["query_dims"].astype(float),
+            "Model KiB": order["model_bytes"].astype(float) / 1024.0,
+            "Madds per query": order["madds_per_query"].round().astype(np.int64),
+            "Test mAP": _percent(order["test_map"]),
+            "Train s": order["train_s"].astype(float),
+        }
+    ).reset_index(drop=True)
+
+
 def _check_results(results):
     """Validate the long results frame; return it with integer K, dim and R."""
     required = ["encoding", "K", "dim", "R", "map"]

@@ -1,0 +1,92 @@
+"""Quality and cost at query time of the sparse similarity learners, side by side.
+
+Every method of the comparison (tf-idf, SOML-TG/DA, the sparse similarity matrix,
+PCA and the sparse rank projectors) is summarised by one *record*: a dict with
+
+``method``, ``signature``
+    What was learned, on which input (``"tfidf"``, ``"fv-256"``...).
+``query_dims``
+    Dimensions (dense) or mean non-zeros (sparse) of a query once mapped into the
+    space where it is compared with the database.
+``model_bytes``
+    Bytes to store the learned model: float32 values, int32 indices. Codebooks and
+    the visual vocabulary, which every method of a signature needs alike, are not
+    counted.
+``madds_per_query``
+    Multiply-adds to score one query against the test database (mean over the test
+    queries): mapping the query, then one dot product per database image, sparse dot
+    products costing the size of the overlap of the two supports (an inverted file).
+``test_map``
+    Holidays mAP in [0, 1] on the test split.
+``train_s``
+    Wall time of the fit, in seconds.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+RECORD_KEYS = ("method", "signature", "query_dims", "model_bytes", "madds_per_query", "test_map", "train_s")
+
+
+def support(X):
+    """The 0/1 pattern of the non-zeros of ``X`` as a float64 CSR matrix."""
+    X = sp.csr_matrix(X)
+    X.eliminate_zeros()
+    return sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
+
+
+def sparse_dot_madds(Q, X):
+    """Multiply-adds of the sparse dot products of each row of ``Q`` with every row of ``X``.
+
+    Parameters
+    ----------
+    Q : (n_queries, m) sparse or dense
+    X : (n_database, m) sparse or dense
+
+    Returns
+    -------
+    (n_queries,) float64 array: ``sum_b |supp(q) & supp(x_b)|`` per query.
+    """
+    return np.asarray((support(Q) @ support(X).T).sum(axis=1)).ravel()
+
+
+def mean_nonzeros(X):
+    """Mean number of non-zeros per row of ``X``."""
+    return float(support(X).sum(axis=1).mean())
+
+
+def dense_projection_record(method, signature, n_features, n_components, n_database, test_map, train_s):
+    """Record of a dense D x R projection (PCA): storage 4 D R (+ the 4 D mean)."""
+    return {
+        "method": method,
+        "signature": signature,
+        "query_dims": n_components,
+        "model_bytes": 4 * n_features * (n_components + 1),
+        "madds_per_query": n_features * n_components + n_components * n_database,
+        "test_map": test_map,
+        "train_s": train_s,
+    }
+
+
+def sparse_projection_record(method, signature, cost, n_database, test_map, train_s):
+    """Record of a sparse projector from its :func:`ndir.projection.projection_cost`."""
+    R = cost["n_components"]
+    return {
+        "method": method,
+        "signature": signature,
+        "query_dims": R,
+        "model_bytes": cost["bytes_sparse"],
+        "madds_per_query": cost["nnz"] + R * n_database,
+        "test_map": test_map,
+        "train_s": train_s,
+    }
+
+
+def check_record(record):
+    """Raise ValueError unless ``record`` has every key of :data:`RECORD_KEYS` and a mAP in [0, 1]."""
+    missing = [key for key in RECORD_KEYS if key not in record]
+    if missing:
+        raise ValueError(f"comparison record {record.get('method')!r} lacks {missing}")
+    if not 0.0 <= record["test_map"] <= 1.0:
+        raise ValueError(f"comparison record {record['method']!r}: test_map must be in [0, 1]")
+    return record

@@ -1,0 +1,86 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfTransformer
+
+from ndir.bovw import (
+    VisualVocabulary,
+    fit_visual_vocabulary,
+    inverse_document_frequency,
+    inverted_file_lists,
+    tfidf,
+)
+from ndir.errors import NdirInputError
+
+
+@pytest.fixture(scope="module")
+def vocabulary():
+    rng = np.random.default_rng(0)
+    centroids = rng.standard_normal((300, 16)).astype(np.float32)
+    return VisualVocabulary(centroids, seed=0, n_iter=1, nprobe=inverted_file_lists(300))
+
+
+def test_assign_with_every_list_is_the_exact_nearest_word(vocabulary):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((500, 16)).astype(np.float32)
+    distances = ((X[:, None, :] - vocabulary.centroids_[None, :, :]) ** 2).sum(axis=2)
+    np.testing.assert_array_equal(vocabulary.assign(X), distances.argmin(axis=1))
+
+
+def test_approximate_assignment_finds_the_word_of_a_noisy_copy():
+    rng = np.random.default_rng(2)
+    centroids = rng.standard_normal((2000, 32)).astype(np.float32)
+    model = VisualVocabulary(centroids, seed=0, n_iter=1, nprobe=8)
+    words = rng.integers(0, 2000, size=1000)
+    X = centroids[words] + 0.01 * rng.standard_normal((1000, 32)).astype(np.float32)
+    assert (model.assign(X) == words).mean() > 0.99
+
+
+def test_encode_counts_words(vocabulary):
+    X = vocabulary.centroids_[[3, 3, 7, 299]]
+    counts = vocabulary.encode(X)
+    assert counts.shape == (300,) and counts.dtype == np.float32
+    assert counts[3] == 2 and counts[7] == 1 and counts[299] == 1 and counts.sum() == 4
+
+
+def test_fit_visual_vocabulary_is_deterministic():
+    rng = np.random.default_rng(3)
+    sample = rng.standard_normal((2000, 8)).astype(np.float32)
+    a = fit_visual_vocabulary(sample, 20, seed=5, n_iter=5, nprobe=2)
+    b = fit_visual_vocabulary(sample, 20, seed=5, n_iter=5, nprobe=2)
+    assert a.n_words == 20 and a.dim == 20
+    np.testing.assert_array_equal(a.centroids_, b.centroids_)
+
+
+def test_save_load_round_trip(vocabulary, tmp_path):
+    path = tmp_path / "vocabulary.npz"
+    vocabulary.save(path)
+    loaded = VisualVocabulary.load(path)
+    np.testing.assert_array_equal(loaded.centroids_, vocabulary.centroids_)
+    assert (loaded.seed, loaded.n_iter, loaded.nprobe) == (0, 1, vocabulary.nprobe)
+
+
+def test_load_refuses_another_kind(tmp_path):
+    path = tmp_path / "other.npz"
+    np.savez(path, kind=np.array("vlad"), centroids=np.zeros((2, 2)))
+    with pytest.raises(NdirInputError, match="not a visual vocabulary"):
+        VisualVocabulary.load(path)
+
+
+def test_idf_hand_worked():
+    counts = sp.csr_matrix(np.array([[2, 0, 1], [0, 0, 3], [1, 0, 0]], dtype=np.float32))
+    # n = 3 images; df = (2, 0, 2); idf = ln((1 + n) / (1 + df)) + 1
+    expected = np.log(4 / np.array([3, 1, 3])) + 1
+    np.testing.assert_allclose(inverse_document_frequency(counts), expected)
+
+
+def test_tfidf_matches_scikit_learn_and_is_unit_norm():
+    counts = sp.random(30, 50, density=0.2, random_state=4, format="csr") * 10
+    counts.data = np.ceil(counts.data)
+    idf = inverse_document_frequency(counts)
+    X = tfidf(counts, idf)
+    reference = TfidfTransformer(norm="l2", smooth_idf=True).fit_transform(counts)
+    assert sp.issparse(X) and X.dtype == np.float32
+    np.testing.assert_allclose(X.toarray(), reference.toarray(), atol=1e-6)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1))).ravel()
+    np.testing.assert_allclose(norms[norms > 0], 1.0, atol=1e-6)
