@@ -1,0 +1,272 @@
+"""Sparse online metric learning (Gao, Hoi, Zhang, Wan & Li, "SOML", AAAI 2014).
+
+A diagonal bilinear similarity ``S_w(x, y) = x^T diag(w) y`` is learned online from
+triplets ``(x, x+, x-)`` (a query, one of its near duplicates, another image) with the
+hinge loss of Eq. 7,
+
+    L_t(w) = max(0, 1 - S_w(x, x+) + S_w(x, x-)) = max(0, 1 - w . g_t),
+    g_t = x ⊙ (x+ - x-),
+
+and an l1 penalty that makes ``w`` sparse. Where the hinge is active its sub-gradient
+is ``-g_t``; the printed Eq. 12 and Eq. 15 use ``+g_t``, which would *ascend* the
+loss, so the updates below carry the derived sign:
+
+- **SOML-TG** (Algorithm 1, truncated gradient): on an active triplet,
+  ``w <- T_1(w + eta g_t, eta lambda)`` with the soft threshold ``T_1`` of Eq. 11
+  (:func:`truncate`); nothing happens on an inactive one.
+- **SOML-DA** (Algorithm 2, regularised dual averaging, Eq. 13-16): the running mean
+  ``gbar_t`` of the sub-gradients (``-g_t`` on active triplets, 0 on inactive ones: Eq. 13
+  averages sub-gradients of L, whereas Algorithm 2's line 7 adds ``x ⊙ (x+ - x-)`` even
+  when the hinge is zero) gives ``w_{t+1}`` in closed form (Eq. 16,
+  :func:`dual_averaging_weights`) with ``lambda_t = lambda + gamma rho / sqrt(t)``.
+
+Cost per triplet is proportional to the non-zeros of ``x`` for sparse input: TG's
+truncation of untouched coordinates is applied lazily (successive shrinkages towards 0
+compose, so a coordinate owes ``alpha`` times the active steps since it was last
+touched), and DA's weights are evaluated only where needed from the gradient sums.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, column_or_1d
+
+from ndir.triplets import sample_triplets
+
+ZERO_WEIGHT = 1e-10
+"""A weight of at most this magnitude counts as zero (the seed's threshold, Tables 4-6)."""
+
+
+def truncate(v, alpha):
+    """Soft threshold T_1(v, alpha) of Eq. 11, elementwise: shrink towards 0 by alpha."""
+    return np.sign(v) * np.maximum(np.abs(v) - alpha, 0.0)
+
+
+def dual_averaging_weights(gradient_sum, t, gamma, rho, l1):
+    """Closed form of Eq. 16: the minimiser of Eq. 13 after ``t`` steps.
+
+    Parameters
+    ----------
+    gradient_sum : array, sum of the ``t`` sub-gradients (``t * gbar_t``).
+    t : int >= 1.
+    gamma, rho, l1 : the parameters of Eq. 13 (``lambda_t = l1 + gamma rho / sqrt(t)``).
+    """
+    mean = gradient_sum / t
+    threshold = l1 + gamma * rho / np.sqrt(t)
+    return -(np.sqrt(t) / gamma) * (mean - threshold * np.sign(mean)) * (np.abs(mean) > threshold)
+
+
+class _SparseOnlineMetric(BaseEstimator):
+    """The online loop shared by SOML-TG and SOML-DA; subclasses define the update."""
+
+    _parameter_constraints = {
+        "negatives_per_pair": [Interval(Integral, 1, None, closed="left")],
+        "n_epochs": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def fit(self, X, groups):
+        """Learn ``w`` from triplets of the images ``X`` grouped by ``groups``.
+
+        Parameters
+        ----------
+        X : (n_images, m) scipy.sparse matrix (e.g. L2-normalised tf-idf) or array
+            (e.g. Fisher vectors).
+        groups : (n_images,) labels; images of one group are near duplicates.
+
+        Each epoch streams a fresh sample of :func:`ndir.triplets.sample_triplets`.
+        Measured here (2 cores, shared): 35,000 triplets of 20,000-word tf-idf vectors
+        with ~4,600 non-zeros each take a few seconds.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        groups = column_or_1d(groups)
+        check_consistent_length(X, groups)
+        rng = check_random_state(self.random_state)
+        rows = _RowReader(X)
+        self._start(X.shape[1])
+        self.mean_loss_ = []
+        self.n_active_ = 0
+        self.n_triplets_ = 0
+        for _ in range(self.n_epochs):
+            triplets = sample_triplets(groups, self.negatives_per_pair, rng)
+            losses = np.empty(len(triplets))
+            for k, (i, j, l) in enumerate(triplets):
+                where, g = rows.difference_product(i, j, l)
+                loss = max(0.0, 1.0 - float(self._weights(where) @ g))
+                losses[k] = loss
+                self._step(where, g, active=loss > 0.0)
+                self.n_active_ += loss > 0.0
+            self.mean_loss_.append(float(losses.mean()))
+            self.n_triplets_ += len(triplets)
+        self.coef_ = self._final_weights()
+        return self
+
+    def _final_weights(self):
+        return self._weights(slice(None)).copy()
+
+    @property
+    def n_nonzero_(self):
+        """Number of weights of magnitude above :data:`ZERO_WEIGHT`."""
+        check_is_fitted(self)
+        return int(np.count_nonzero(np.abs(self.coef_) > ZERO_WEIGHT))
+
+    @property
+    def sparsity_(self):
+        """Share of zero weights (|w| <= 1e-10), as in the seed's Tables 4-6."""
+        return 1.0 - self.n_nonzero_ / self.coef_.size
+
+    @property
+    def model_bytes_(self):
+        """Bytes to store the non-zero weights: an int32 index and a float32 value each."""
+        return 8 * self.n_nonzero_
+
+    def transform(self, X):
+        """``X ⊙ w`` row by row (sparse stays sparse), so ``transform(Q) @ X.T`` scores Q."""
+        check_is_fitted(self)
+        if sp.issparse(X):
+            weighted = sp.csr_matrix(X).multiply(self.coef_[None, :]).tocsr()
+            weighted.eliminate_zeros()
+            return weighted
+        return np.asarray(X) * self.coef_
+
+    def score_pairs(self, X, Y):
+        """Similarities ``S_w(x_a, y_b)``: a dense (n_x, n_y) float64 array."""
+        scores = self.transform(X) @ Y.T
+        return scores.toarray() if sp.issparse(scores) else np.asarray(scores, dtype=np.float64)
+
+
+class _RowReader:
+    """``g = x_i ⊙ (x_j - x_l)`` on the support of ``x_i``, for CSR or dense ``X``."""
+
+    def __init__(self, X):
+        self.sparse = sp.issparse(X)
+        if self.sparse:
+            X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+            X.sum_duplicates()  # also sorts the column indices of every row
+            self.indptr, self.indices, self.data = X.indptr, X.indices, X.data
+        else:
+            self.X = np.asarray(X, dtype=np.float64)
+
+    def _row(self, i):
+        start, stop = self.indptr[i], self.indptr[i + 1]
+        return self.indices[start:stop], self.data[start:stop]
+
+    def _values_on(self, i, where):
+        """Values of row ``i`` at the sorted columns ``where`` (0 where it has none)."""
+        columns, values = self._row(i)
+        if columns.size == 0:
+            return np.zeros(where.size)
+        position = np.minimum(np.searchsorted(columns, where), columns.size - 1)
+        return np.where(columns[position] == where, values[position], 0.0)
+
+    def difference_product(self, i, j, l):
+        if not self.sparse:
+            return slice(None), self.X[i] * (self.X[j] - self.X[l])
+        where, x = self._row(i)
+        return where, x * (self._values_on(j, where) - self._values_on(l, where))
+
+
+class SOMLTruncatedGradient(_SparseOnlineMetric):
+    """SOML-TG (Algorithm 1 of Gao et al. 2014): online gradient steps with l1 truncation.
+
+    Parameters
+    ----------
+    learning_rate : float > 0, eta (seed: 1).
+    l1 : float >= 0, lambda; the truncation threshold is ``eta * lambda`` (seed: 1e-5).
+    negatives_per_pair : int, random non-matching images per ordered positive pair.
+    n_epochs : int, passes over freshly sampled triplets (the seed makes one).
+    random_state : int, RandomState or None, for the triplets.
+
+    Attributes
+    ----------
+    coef_ : (m,) float64, the diagonal ``w``, starting from 0.
+    n_triplets_, n_active_ : triplets seen, and those with a positive loss (updates).
+    mean_loss_ : list of float, mean hinge loss of each epoch, before each update.
+    """
+
+    _parameter_constraints = {
+        **_SparseOnlineMetric._parameter_constraints,
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "l1": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def __init__(self, learning_rate=1.0, l1=1e-5, negatives_per_pair=50, n_epochs=1, random_state=None):
+        self.learning_rate = learning_rate
+        self.l1 = l1
+        self.negatives_per_pair = negatives_per_pair
+        self.n_epochs = n_epochs
+        self.random_state = random_state
+
+    def _start(self, n_features):
+        self._w = np.zeros(n_features)
+        # Active steps so far, and per coordinate the count it was last truncated at.
+        self._n_updates = 0
+        self._synced_at = np.zeros(n_features, dtype=np.int64)
+
+    def _weights(self, where):
+        owed = self._n_updates - self._synced_at[where]
+        self._w[where] = truncate(self._w[where], self.learning_rate * self.l1 * owed)
+        self._synced_at[where] = self._n_updates
+        return self._w[where]
+
+    def _step(self, where, g, active):
+        if not active:
+            return
+        self._n_updates += 1
+        self._w[where] = truncate(self._w[where] + self.learning_rate * g, self.learning_rate * self.l1)
+        self._synced_at[where] = self._n_updates
+
+
+class SOMLDualAveraging(_SparseOnlineMetric):
+    """SOML-DA (Algorithm 2 of Gao et al. 2014): regularised dual averaging, Eq. 13-16.
+
+    Parameters
+    ----------
+    gamma : float > 0, weight of the proximal term ``gamma / (2 sqrt(t)) ||w||^2`` (seed: 1e-4).
+    rho : float >= 0, sparsity of the early steps, ``lambda_t = l1 + gamma rho / sqrt(t)`` (seed: 1).
+    l1 : float >= 0, lambda (seed: 1e-6).
+    negatives_per_pair, n_epochs, random_state : as :class:`SOMLTruncatedGradient`.
+
+    Attributes
+    ----------
+    coef_ : (m,) float64, ``w_{n+1}`` of Eq. 16 after the last triplet.
+    n_triplets_, n_active_, mean_loss_ : as :class:`SOMLTruncatedGradient`.
+    """
+
+    _parameter_constraints = {
+        **_SparseOnlineMetric._parameter_constraints,
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "rho": [Interval(Real, 0, None, closed="left")],
+        "l1": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def __init__(self, gamma=1e-4, rho=1.0, l1=1e-6, negatives_per_pair=50, n_epochs=1, random_state=None):
+        self.gamma = gamma
+        self.rho = rho
+        self.l1 = l1
+        self.negatives_per_pair = negatives_per_pair
+        self.n_epochs = n_epochs
+        self.random_state = random_state
+
+    def _start(self, n_features):
+        self._gradient_sum = np.zeros(n_features)
+        self._t = 0
+
+    def _weights(self, where):
+        if self._t == 0:
+            return np.zeros_like(self._gradient_sum[where])
+        return dual_averaging_weights(self._gradient_sum[where], self._t, self.gamma, self.rho, self.l1)
+
+    def _step(self, where, g, active):
+        self._t += 1
+        if active:
+            self._gradient_sum[where] -= g

@@ -1,0 +1,141 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize_scalar
+from sklearn.base import clone
+
+from ndir.soml import SOMLDualAveraging, SOMLTruncatedGradient, dual_averaging_weights, truncate
+from ndir.triplets import sample_triplets
+
+
+def test_truncate_hand_worked():
+    v = np.array([0.5, -0.5, 0.05, -0.05, 0.0, 2.0])
+    np.testing.assert_allclose(truncate(v, 0.1), [0.4, -0.4, 0.0, 0.0, 0.0, 1.9])
+
+
+@pytest.mark.parametrize(
+    ("gbar", "t", "gamma", "rho", "l1"),
+    [(0.3, 4, 0.5, 1.0, 0.01), (-0.2, 9, 0.1, 0.5, 0.0), (0.01, 16, 1.0, 1.0, 0.05), (-1.5, 1, 2.0, 0.0, 0.1)],
+)
+def test_dual_averaging_closed_form_minimises_eq13(gbar, t, gamma, rho, l1):
+    lam = l1 + gamma * rho / np.sqrt(t)
+
+    def eq13(w):
+        return gbar * w + lam * abs(w) + gamma / (2 * np.sqrt(t)) * w**2
+
+    best = minimize_scalar(eq13, bounds=(-100, 100), method="bounded", options={"xatol": 1e-10}).x
+    closed = dual_averaging_weights(np.array([gbar * t]), t, gamma, rho, l1)[0]
+    assert closed == pytest.approx(best, abs=1e-6)
+
+
+def _reference(X, groups, model):
+    """A plain dense loop over all coordinates: truncation or dual averaging every step."""
+    rng = np.random.RandomState(model.random_state)
+    w = np.zeros(X.shape[1])
+    G = np.zeros(X.shape[1])
+    t = 0
+    for _ in range(model.n_epochs):
+        for i, j, l in sample_triplets(groups, model.negatives_per_pair, rng):
+            g = X[i] * (X[j] - X[l])
+            loss = max(0.0, 1.0 - w @ g)
+            if isinstance(model, SOMLTruncatedGradient):
+                if loss > 0:
+                    w = truncate(w + model.learning_rate * g, model.learning_rate * model.l1)
+            else:
+                t += 1
+                if loss > 0:
+                    G -= g
+                w = dual_averaging_weights(G, t, model.gamma, model.rho, model.l1)
+    return w
+
+
+def _tiny_sparse(seed=0, n=30, m=50):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, m, density=0.3, random_state=seed, format="csr") * 3
+    return X, np.repeat(np.arange(n // 3), 3), rng
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        SOMLTruncatedGradient(learning_rate=0.5, l1=0.05, negatives_per_pair=3, n_epochs=2, random_state=1),
+        SOMLDualAveraging(gamma=0.5, rho=0.5, l1=0.01, negatives_per_pair=3, n_epochs=2, random_state=1),
+    ],
+)
+def test_sparse_lazy_updates_equal_a_dense_reference_loop(model):
+    X, groups, _ = _tiny_sparse()
+    expected = _reference(X.toarray(), groups, model)
+    sparse_fit = clone(model).fit(X, groups)
+    dense_fit = clone(model).fit(X.toarray(), groups)
+    assert np.count_nonzero(expected) > 0
+    np.testing.assert_allclose(sparse_fit.coef_, expected, atol=1e-10)
+    np.testing.assert_allclose(dense_fit.coef_, expected, atol=1e-10)
+
+
+def _separable(n_groups=12, per_group=3, m=40, seed=0):
+    """Each group shares one private feature; the others are noise shared by all."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_groups), per_group)
+    X = rng.uniform(0, 0.3, size=(len(groups), m))
+    X[np.arange(len(groups)), groups] += 1.0
+    return X / np.linalg.norm(X, axis=1, keepdims=True), groups
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        SOMLTruncatedGradient(learning_rate=0.5, l1=1e-3, negatives_per_pair=5, n_epochs=4, random_state=0),
+        SOMLDualAveraging(gamma=0.05, rho=0.1, l1=1e-4, negatives_per_pair=5, n_epochs=4, random_state=0),
+    ],
+)
+def test_learning_separates_a_toy_problem(model):
+    X, groups = _separable()
+    model.fit(X, groups)
+    assert model.mean_loss_[-1] < 0.5 * model.mean_loss_[0]
+    # The group features (0..11) are what tells matches apart: positive weights.
+    assert (model.coef_[:12] > 0).all()
+    scores = model.score_pairs(X, X)
+    np.fill_diagonal(scores, -np.inf)
+    assert (groups[scores.argmax(axis=1)] == groups).mean() == 1.0
+
+
+def test_sparsity_grows_with_l1():
+    X, groups, _ = _tiny_sparse(seed=3, n=45)
+    sparsities = [
+        SOMLTruncatedGradient(l1=l1, negatives_per_pair=3, random_state=0).fit(X, groups).sparsity_
+        for l1 in (0.0, 0.05, 0.5)
+    ]
+    assert sparsities[0] < sparsities[1] < sparsities[2]
+
+
+def test_deterministic_and_cloneable():
+    X, groups, _ = _tiny_sparse()
+    model = SOMLDualAveraging(negatives_per_pair=2, random_state=4)
+    a = clone(model).fit(X, groups).coef_
+    b = clone(model).fit(X, groups).coef_
+    np.testing.assert_array_equal(a, b)
+    assert clone(model).get_params()["random_state"] == 4
+
+
+def test_score_pairs_transform_and_brute_force_agree():
+    X, groups, _ = _tiny_sparse()
+    model = SOMLTruncatedGradient(learning_rate=0.5, l1=0.01, negatives_per_pair=3, random_state=0).fit(X, groups)
+    Q, D = X[:4], X[4:]
+    brute = np.array([[sum(Q[a, k] * model.coef_[k] * D[b, k] for k in range(X.shape[1])) for b in range(D.shape[0])] for a in range(4)])
+    np.testing.assert_allclose(model.score_pairs(Q, D), brute, atol=1e-12)
+    np.testing.assert_allclose((model.transform(Q) @ D.T).toarray(), brute, atol=1e-12)
+    np.testing.assert_allclose(model.score_pairs(Q.toarray(), D.toarray()), brute, atol=1e-12)
+    assert model.model_bytes_ == 8 * model.n_nonzero_
+    assert model.n_triplets_ == len(sample_triplets(groups, 3, 0)) and 0 < model.n_active_ <= model.n_triplets_
+
+
+def test_bad_input_is_refused_clearly():
+    X, groups, _ = _tiny_sparse()
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        SOMLTruncatedGradient().fit(X, groups[:-1])
+    bad = X.toarray()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        SOMLDualAveraging().fit(bad, groups)
+    with pytest.raises(ValueError, match="learning_rate"):
+        SOMLTruncatedGradient(learning_rate=0.0).fit(X, groups)
