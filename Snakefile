@@ -15,6 +15,7 @@ include: "workflow/rules/codebooks.smk"
 include: "workflow/rules/signatures.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/sparse.smk"
+include: "workflow/rules/seeds.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -23,4 +24,5 @@ rule all:
     input:
         table1_outputs(),
         sparse_outputs(),
+        seeds_outputs(),
         "results/run_info.json",

@@ -5,6 +5,7 @@ import scipy.sparse as sp
 
 from ndir.comparison import (
     check_record,
+    database_bytes,
     dense_projection_record,
     mean_nonzeros,
     sparse_dot_madds,
@@ -38,6 +39,7 @@ def test_mean_nonzeros_and_support():
 def test_projection_records_hand_worked():
     pca = dense_projection_record("PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, test_map=0.5, train_s=0.1)
     assert pca["model_bytes"] == 4 * 10 * 3 and pca["madds_per_query"] == 10 * 2 + 2 * 4
+    assert pca["db_bytes_per_image"] == 4 * 2
     U = np.zeros((10, 2))
     U[[1, 4, 7], [0, 1, 1]] = 1.0
     sparse = sparse_projection_record("sparse rank", "fv-8", projection_cost(U), n_database=4, test_map=0.6, train_s=1.0)
@@ -58,14 +60,20 @@ def test_comparison_table_orders_and_converts_units():
         [
             dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, 0.5, 0.1),
             {"method": "tf-idf", "signature": "tfidf", "query_dims": 3.5, "model_bytes": 2048,
-             "madds_per_query": 10.4, "test_map": 0.61234, "train_s": 0.01},
+             "db_bytes_per_image": 28.0, "madds_per_query": 10.4, "test_map": 0.61234, "train_s": 0.01},
         ]
     )
     table = seeds_comparison_table(records)
     assert list(table["Method"]) == ["tf-idf", "PCA R=2"]
     assert list(table["Input"]) == ["tf-idf", "FV-8"]
     assert table.loc[0, "Model KiB"] == 2.0 and table.loc[0, "Test mAP"] == pytest.approx(61.23)
-    assert table.loc[0, "Madds per query"] == 10
+    assert table.loc[0, "Madds per query"] == 10 and table.loc[0, "Bytes per db image"] == 28
+
+
+def test_database_bytes():
+    X = sp.csr_matrix(np.array([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]]))
+    assert database_bytes(X, sparse=True) == 8 * 1.5
+    assert database_bytes(X.toarray(), sparse=False) == 4 * 1.5
 
 
 @pytest.mark.parametrize(

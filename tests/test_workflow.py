@@ -45,13 +45,19 @@ def test_data_report_counts_every_image(tiny_run):
     assert summary["splits"]["train"]["n_groups"] == summary["splits"]["test"]["n_groups"] == 20
 
 
-def test_same_seed_gives_identical_table1(tiny_run, tmp_path):
+def test_same_seed_and_one_core_give_identical_tables(tiny_run, tmp_path):
+    """The tiny run again, on one core instead of two: the same tables."""
+    targets = ["results/tables/table1.csv", "results/tables/seeds_comparison.csv"]
     result = run_snakemake(
-        tmp_path, "results/tables/table1.csv", "--cores", "2", "--configfile", str(REPO / "tests/configs/tiny.yaml"), check=False
+        tmp_path, *targets, "--cores", "1", "--configfile", str(REPO / "tests/configs/tiny.yaml"), check=False
     )
     assert result.returncode == 0, result.stderr[-6000:]
     first = (tiny_run / "results/tables/table1.csv").read_bytes()
     assert (tmp_path / "results/tables/table1.csv").read_bytes() == first
+    # Training times differ between runs; everything else must not.
+    columns = ["Method", "Input", "Query dims", "Model KiB", "Bytes per db image", "Madds per query", "Test mAP"]
+    again = pd.read_csv(tmp_path / "results/tables/seeds_comparison.csv")[columns]
+    pd.testing.assert_frame_equal(again, pd.read_csv(tiny_run / "results/tables/seeds_comparison.csv")[columns])
 
 
 def test_paper_grid_is_planned_for_holidays(tmp_path, paper_grid):
@@ -73,6 +79,9 @@ def test_paper_grid_is_planned_for_holidays(tmp_path, paper_grid):
         ("dataset: {kind: holidays, path: /nonexistent/holidays}", "dataset.path"),
         ("sparse: {sparsity: [1.0]}", "sparsity"),
         ("sparse: {dims: [100000]}", "sparse.dims"),
+        ("seeds: {soml: {signatures: [fv-1024]}}", "seeds.soml.signatures"),
+        ("seeds: {comparison_signatures: [vlad-999]}", "seeds.comparison_signatures"),
+        ("seeds: {soml: {variants: [ogd]}}", "variants"),
     ],
 )
 def test_invalid_config_names_the_key(tmp_path, override, key):
@@ -105,5 +114,36 @@ def test_html_report_holds_tables_and_figures(tiny_run):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     html = report.read_text(errors="replace")
-    for item in ("table1.csv", "table2.csv", "table2_ablation.csv", "costs.csv", "fig2.png", "fig4.png"):
+    for item in (
+        "table1.csv",
+        "table2.csv",
+        "table2_ablation.csv",
+        "costs.csv",
+        "seeds_comparison.csv",
+        "fig2.png",
+        "fig4.png",
+        "seeds_comparison.png",
+    ):
         assert item in html
+
+
+def test_seeds_comparison_covers_every_method(tiny_run):
+    table = pd.read_csv(tiny_run / "results/tables/seeds_comparison.csv")
+    methods = set(table["Method"])
+    assert {"tf-idf", "SOML-TG", "SOML-DA", "sparse similarity matrix"} <= methods
+    assert {"PCA R=8", "sparse rank R=8 τ=0.9", "sparse rank R=16 τ=0.99"} <= methods
+    soml = table[table["Method"].str.startswith("SOML")]
+    assert set(soml["Input"]) == {"tf-idf", "FV-8"}
+    # 2 comparison signatures x 2 dims for PCA, x 2 sparsities for the projectors.
+    assert (table["Method"].str.startswith("PCA")).sum() == 4
+    assert (table["Method"].str.startswith("sparse rank")).sum() == 8
+    assert table["Test mAP"].between(0, 100).all() and (table["Model KiB"] > 0).all()
+    assert (table["Madds per query"] > 0).all() and (table["Train s"] >= 0).all()
+    assert (table["Bytes per db image"] > 0).all()
+    # A projector at tau = 0.99 stores less than PCA at the same R on the same input.
+    pca = table.set_index(["Method", "Input"])["Model KiB"]
+    assert pca[("sparse rank R=16 τ=0.99", "FV-8")] < pca[("PCA R=16", "FV-8")]
+    records = json.loads((tiny_run / "results/seeds/soml-da/tfidf.json").read_text())
+    assert 0 <= records["sparsity"] <= 1
+    for ext in ("png", "pdf"):
+        assert (tiny_run / f"results/figures/seeds_comparison.{ext}").stat().st_size > 10_000

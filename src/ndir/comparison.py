@@ -12,6 +12,9 @@ PCA and the sparse rank projectors) is summarised by one *record*: a dict with
     Bytes to store the learned model: float32 values, int32 indices. Codebooks and
     the visual vocabulary, which every method of a signature needs alike, are not
     counted.
+``db_bytes_per_image``
+    Bytes stored per database image in the space queries are compared in: 4 per
+    dimension for dense vectors, 8 per non-zero (value and index) for sparse ones.
 ``madds_per_query``
     Multiply-adds to score one query against the test database (mean over the test
     queries): mapping the query, then one dot product per database image, sparse dot
@@ -25,7 +28,16 @@ PCA and the sparse rank projectors) is summarised by one *record*: a dict with
 import numpy as np
 import scipy.sparse as sp
 
-RECORD_KEYS = ("method", "signature", "query_dims", "model_bytes", "madds_per_query", "test_map", "train_s")
+RECORD_KEYS = (
+    "method",
+    "signature",
+    "query_dims",
+    "model_bytes",
+    "db_bytes_per_image",
+    "madds_per_query",
+    "test_map",
+    "train_s",
+)
 
 
 def support(X):
@@ -55,6 +67,11 @@ def mean_nonzeros(X):
     return float(support(X).sum(axis=1).mean())
 
 
+def database_bytes(X, sparse):
+    """Mean bytes per row of ``X`` stored sparse (8 per non-zero) or dense on its support (4 each)."""
+    return (8.0 if sparse else 4.0) * mean_nonzeros(X)
+
+
 def dense_projection_record(method, signature, n_features, n_components, n_database, test_map, train_s):
     """Record of a dense D x R projection (PCA): storage 4 D R (+ the 4 D mean)."""
     return {
@@ -62,6 +79,7 @@ def dense_projection_record(method, signature, n_features, n_components, n_datab
         "signature": signature,
         "query_dims": n_components,
         "model_bytes": 4 * n_features * (n_components + 1),
+        "db_bytes_per_image": 4 * n_components,
         "madds_per_query": n_features * n_components + n_components * n_database,
         "test_map": test_map,
         "train_s": train_s,
@@ -76,6 +94,7 @@ def sparse_projection_record(method, signature, cost, n_database, test_map, trai
         "signature": signature,
         "query_dims": R,
         "model_bytes": cost["bytes_sparse"],
+        "db_bytes_per_image": 4 * R,
         "madds_per_query": cost["nnz"] + R * n_database,
         "test_map": test_map,
         "train_s": train_s,

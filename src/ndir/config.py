@@ -57,3 +57,22 @@ def check_config(config):
                 f"{key}: {too_large} not below the smallest signature dimension "
                 f"({smallest}); use smaller output dimensions or larger codebooks"
             )
+
+    seeds = config["seeds"]
+    if seeds["enabled"]:
+        grid = {
+            f"{encoding}-{K}"
+            for encoding in config["signatures"]["encodings"]
+            for K in config["signatures"]["codebook_sizes"]
+        }
+        wanted = {
+            "seeds.soml.signatures": [s for s in seeds["soml"]["signatures"] if s != "tfidf"],
+            "seeds.comparison_signatures": seeds["comparison_signatures"],
+        }
+        for key, names in wanted.items():
+            missing = sorted(set(names) - grid)
+            if missing:
+                raise ConfigError(
+                    f"{key}: {missing} not among the signatures the workflow computes "
+                    f"({sorted(grid)}); pick from those or extend signatures.encodings/codebook_sizes"
+                )

@@ -620,6 +620,7 @@ def evaluate_tfidf(images, counts, record):
         "signature": "tfidf",
         "query_dims": comparison.mean_nonzeros(Q),
         "model_bytes": 4 * len(idf),
+        "db_bytes_per_image": comparison.database_bytes(X_test, sparse=True),
         "madds_per_query": float(madds),
         "test_map": test_map,
         "train_s": train_s,
@@ -653,6 +654,9 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
         "signature": name,
         "query_dims": comparison.mean_nonzeros(mapped),
         "model_bytes": int(estimator.model_bytes_),
+        # The database keeps each signature on the support of w: sparse tf-idf stays
+        # sparse, a dense FV keeps its nnz(w) weighted dimensions.
+        "db_bytes_per_image": comparison.database_bytes(estimator.transform(X_test), sparse=sp.issparse(X_test)),
         "madds_per_query": float(
             comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(mapped, X_test).mean()
         ),
@@ -695,7 +699,11 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
         "signature": "tfidf",
         "query_dims": comparison.mean_nonzeros(mapped),
         "model_bytes": int(estimator.model_bytes_),
-        "madds_per_query": float((comparison.support(Q) @ row_nnz).mean() + comparison.sparse_dot_madds(mapped, C_test).mean()),
+        # The database keeps its word frequencies and one norm sqrt(x^T M x) per image.
+        "db_bytes_per_image": comparison.database_bytes(C_test, sparse=True) + 4,
+        "madds_per_query": float(
+            (comparison.support(Q) @ row_nnz).mean() + comparison.sparse_dot_madds(mapped, C_test).mean()
+        ),
         "test_map": test_map,
         "train_s": train_s,
         "n_parameters": int(sp.triu(M).nnz),

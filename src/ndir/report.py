@@ -300,8 +300,8 @@ def seeds_comparison_table(records):
     Returns
     -------
     DataFrame
-        Method, input signature, query dimensions (or mean non-zeros), KiB stored,
-        multiply-adds per query (mapping it, then scoring the test database), test
+        Method, input signature, query dimensions (or mean non-zeros), KiB stored for
+        the model, bytes stored per database image, multiply-adds per query (mapping it, then scoring the test database), test
         mAP (%) and training seconds; rows by input (tf-idf first), then model size.
     """
     order = records.assign(
@@ -313,6 +313,7 @@ def seeds_comparison_table(records):
             "Input": order["signature"].map(lambda s: "tf-idf" if s == "tfidf" else s.upper()),
             "Query dims": order["query_dims"].astype(float),
             "Model KiB": order["model_bytes"].astype(float) / 1024.0,
+            "Bytes per db image": order["db_bytes_per_image"].round().astype(np.int64),
             "Madds per query": order["madds_per_query"].round().astype(np.int64),
             "Test mAP": _percent(order["test_map"]),
             "Train s": order["train_s"].astype(float),

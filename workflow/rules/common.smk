@@ -13,6 +13,8 @@ wildcard_constraints:
     signature=r"(vlad|fv)-\d+",
     R=r"\d+",
     tau=r"0(\.\d+)?",
+    variant="tg|da",
+    soml_input=r"tfidf|(vlad|fv)-\d+",
 
 
 ENV = "../envs/ndir.yaml"
@@ -176,3 +178,75 @@ def report_figures():
         )
         files += [png, f"results/figures/fig{n}.pdf"]
     return files
+
+
+def seeds_enabled():
+    return config["seeds"]["enabled"]
+
+
+def soml_input_file(wildcards):
+    """The SOML learner's input: the word counts for tf-idf, else a VLAD/FV signature."""
+    if wildcards.soml_input == "tfidf":
+        return "results/signatures/bovw.npz"
+    return f"results/signatures/{wildcards.soml_input}.npy"
+
+
+def soml_options(wildcards):
+    """Hyper-parameters of the SOML variant of this job, from config."""
+    return dict(config["seeds"]["soml"][wildcards.variant])
+
+
+def bovw_shard_files():
+    n_shards = config["signatures"]["shards"]
+    return [f"results/signatures/shards/bovw-{s}.npz" for s in range(n_shards)]
+
+
+def seeds_records():
+    soml = config["seeds"]["soml"]
+    return [
+        "results/seeds/tfidf.json",
+        "results/seeds/similarity_matrix.json",
+    ] + [
+        f"results/seeds/soml-{variant}/{name}.json"
+        for variant in soml["variants"]
+        for name in soml["signatures"]
+    ]
+
+
+def comparison_signature_files():
+    return [
+        f"results/signatures/{name}.npy"
+        for name in config["seeds"]["comparison_signatures"]
+    ]
+
+
+def comparison_projectors():
+    return [
+        sparse_run(name, R, tau) + ".npz"
+        for name in config["seeds"]["comparison_signatures"]
+        for tau in config["sparse"]["sparsity"]
+        for R in config["sparse"]["dims"]
+    ]
+
+
+def comparison_histories():
+    return [path.removesuffix(".npz") + ".csv" for path in comparison_projectors()]
+
+
+def comparison_figure():
+    """The comparison figure as PNG (in the HTML report) and PDF."""
+    png = report(
+        "results/figures/seeds_comparison.png",
+        caption="../report/seeds_comparison_figure.rst",
+        category="Figures",
+        labels={"figure": "Seeds comparison"},
+    )
+    return [png, "results/figures/seeds_comparison.pdf"]
+
+
+def seeds_outputs():
+    if not seeds_enabled():
+        return []
+    return expand("results/tables/seeds_comparison.{ext}", ext=TABLE_FORMATS) + expand(
+        "results/figures/seeds_comparison.{ext}", ext=["png", "pdf"]
+    )

@@ -1,7 +1,7 @@
 rule write_run_info:
     input:
         data_report="results/data/report.json",
-        outputs=table1_outputs() + sparse_outputs(),
+        outputs=table1_outputs() + sparse_outputs() + seeds_outputs(),
     output:
         run_info="results/run_info.json",
     log:

@@ -1,0 +1,164 @@
+rule fit_visual_vocabulary:
+    input:
+        sample="results/codebooks/descriptor_sample.npy",
+    output:
+        vocabulary="results/codebooks/vocabulary.npz",
+    log:
+        "logs/fit_visual_vocabulary.log",
+    benchmark:
+        "benchmarks/rules/fit_visual_vocabulary.tsv"
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        n_words=config["seeds"]["bovw"]["vocabulary_size"],
+        n_iter=config["seeds"]["bovw"]["kmeans_iterations"],
+        nprobe=config["seeds"]["bovw"]["nprobe"],
+        seed=config["seed"],
+    script:
+        "../scripts/fit_visual_vocabulary.py"
+
+
+rule encode_bovw_shard:
+    input:
+        images="results/data/images.csv",
+        vocabulary="results/codebooks/vocabulary.npz",
+    output:
+        counts="results/signatures/shards/bovw-{shard}.npz",
+    log:
+        "logs/encode_bovw_shard/{shard}.log",
+    benchmark:
+        "benchmarks/rules/encode_bovw_shard/{shard}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=30,
+    params:
+        shard=shard_index,
+        n_shards=config["signatures"]["shards"],
+        descriptors=descriptor_params(),
+    script:
+        "../scripts/encode_bovw_shard.py"
+
+
+rule gather_bovw:
+    input:
+        images="results/data/images.csv",
+        shards=bovw_shard_files(),
+    output:
+        counts="results/signatures/bovw.npz",
+    log:
+        "logs/gather_bovw.log",
+    benchmark:
+        "benchmarks/rules/gather_bovw.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/gather_bovw.py"
+
+
+rule evaluate_tfidf:
+    input:
+        images="results/data/images.csv",
+        counts="results/signatures/bovw.npz",
+    output:
+        record="results/seeds/tfidf.json",
+    log:
+        "logs/evaluate_tfidf.log",
+    benchmark:
+        "benchmarks/rules/evaluate_tfidf.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/evaluate_tfidf.py"
+
+
+rule train_soml:
+    input:
+        images="results/data/images.csv",
+        signatures=soml_input_file,
+    output:
+        model="results/seeds/soml-{variant}/{soml_input}.npz",
+        record="results/seeds/soml-{variant}/{soml_input}.json",
+    log:
+        "logs/train_soml/{variant}/{soml_input}.log",
+    benchmark:
+        "benchmarks/rules/train_soml/{variant}/{soml_input}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=30,
+    params:
+        variant="{variant}",
+        options=soml_options,
+        negatives_per_pair=config["seeds"]["soml"]["negatives_per_pair"],
+        epochs=config["seeds"]["soml"]["epochs"],
+        seed=config["seed"],
+    script:
+        "../scripts/train_soml.py"
+
+
+rule train_similarity_matrix:
+    input:
+        images="results/data/images.csv",
+        counts="results/signatures/bovw.npz",
+        vocabulary="results/codebooks/vocabulary.npz",
+    output:
+        model="results/seeds/similarity_matrix.npz",
+        record="results/seeds/similarity_matrix.json",
+    log:
+        "logs/train_similarity_matrix.log",
+    benchmark:
+        "benchmarks/rules/train_similarity_matrix.tsv"
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    params:
+        options=config["seeds"]["similarity_matrix"],
+        seed=config["seed"],
+    script:
+        "../scripts/train_similarity_matrix.py"
+
+
+rule seeds_comparison:
+    input:
+        images="results/data/images.csv",
+        records=seeds_records(),
+        signatures=comparison_signature_files(),
+        projectors=comparison_projectors(),
+        histories=comparison_histories(),
+    output:
+        table=report_table("seeds_comparison"),
+        figure=comparison_figure(),
+    log:
+        "logs/seeds_comparison.log",
+    benchmark:
+        "benchmarks/rules/seeds_comparison.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    params:
+        dims=config["sparse"]["dims"],
+    script:
+        "../scripts/seeds_comparison.py"

@@ -1,0 +1,5 @@
+"""Snakemake script of rule fit_visual_vocabulary: Fit the visual vocabulary (k-means, faiss) of the bag of visual words."""
+
+from ndir.pipeline import fit_visual_vocabulary, run_rule
+
+run_rule(snakemake, fit_visual_vocabulary)  # noqa: F821 (snakemake is injected by the script directive)

@@ -1,0 +1,5 @@
+"""Snakemake script of rule gather_bovw: Stack the word-count shards into one CSR matrix."""
+
+from ndir.pipeline import gather_bovw, run_rule
+
+run_rule(snakemake, gather_bovw)  # noqa: F821 (snakemake is injected by the script directive)

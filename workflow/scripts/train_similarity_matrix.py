@@ -1,0 +1,5 @@
+"""Snakemake script of rule train_similarity_matrix: Learn the sparse similarity matrix of Yan and Yu and record its test mAP."""
+
+from ndir.pipeline import train_similarity_matrix, run_rule
+
+run_rule(snakemake, train_similarity_matrix)  # noqa: F821 (snakemake is injected by the script directive)

@@ -1,0 +1,5 @@
+"""Snakemake script of rule train_soml: Learn a SOML diagonal metric and record its test mAP."""
+
+from ndir.pipeline import train_soml, run_rule
+
+run_rule(snakemake, train_soml)  # noqa: F821 (snakemake is injected by the script directive)
