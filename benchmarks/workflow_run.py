@@ -9,6 +9,10 @@ Runs ``snakemake`` in a fresh working directory under GNU time, then reads every
 per rule: jobs, summed and largest wall time (s) and largest peak RSS (MiB). Writes
 the same table to ``<workdir>/results/benchmarks/summary.{csv,md}``.
 
+With ``--peers`` (or ``--peers-quick``), ``benchmarks/peers.py`` then times ndir's stages
+against the tools a user would pick instead on the same machine, and its table of
+ratios goes to ``<workdir>/results/benchmarks/peers.md`` and the end of ``summary.md``.
+
 Peak RSS of the whole run: Snakemake's own process and each job are measured
 separately; with ``--cores N`` at most N single-thread jobs run at once, so the run's
 peak is at most the master's RSS plus the N largest job peaks, which is printed.
@@ -45,6 +49,16 @@ def run_workflow(workdir, cores, configfile, targets, extra_args=()):
     return wall, int(match.group(1)) / 1024 if match else float("nan")
 
 
+def run_peers(out, threads, quick):
+    """Run benchmarks/peers.py into ``out/peers.md`` and append its table to ``out/summary.md``."""
+    cmd = [sys.executable, str(REPO / "benchmarks" / "peers.py"), "--threads", str(threads)]
+    cmd += ["--out", str(out / "peers.md")] + (["--quick"] if quick else [])
+    subprocess.run(cmd, check=True, cwd=REPO / "benchmarks")
+    with open(out / "summary.md", "a") as summary:
+        summary.write("\nAgainst the peers (speed-up = peer time / ndir time):\n\n")
+        summary.write((out / "peers.md").read_text())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*")
@@ -57,6 +71,8 @@ def main():
         help="extra snakemake arguments, e.g. '--rerun-triggers mtime' to resume a run "
         "in an existing workdir from another checkout",
     )
+    parser.add_argument("--peers", action="store_true", help="then run benchmarks/peers.py (about 5 min)")
+    parser.add_argument("--peers-quick", action="store_true", help="then run benchmarks/peers.py --quick")
     args = parser.parse_args()
 
     extra = args.snakemake_args.split()
@@ -67,6 +83,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out / "summary.csv", index=False)
     (out / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
+    if args.peers or args.peers_quick:
+        run_peers(out, args.cores, quick=args.peers_quick)
 
     largest = jobs["max_rss"].nlargest(args.cores).sum()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, --cores {args.cores}")
