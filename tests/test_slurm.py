@@ -69,10 +69,11 @@ def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
     reason="no SLURM cluster: .ci/run starts one with ../shared/slurm/up.sh and sets NDIR_SLURM_CLUSTER=1",
 )
 def test_cluster_run_gives_the_local_tables(tiny_run, tmp_path):
-    """The tiny config through a real SLURM cluster gives the local run's Table I, byte for byte."""
+    """The tiny config through a real SLURM cluster gives the local run's Tables I and II, byte for byte."""
+    tables = ["results/tables/table1.csv", "results/tables/table2.csv"]
     result = run_snakemake(
         tmp_path,
-        "results/tables/table1.csv",
+        *tables,
         "--configfile",
         str(REPO / "tests/configs/tiny.yaml"),
         "--profile",
@@ -83,5 +84,5 @@ def test_cluster_run_gives_the_local_tables(tiny_run, tmp_path):
         check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-    local = (tiny_run / "results/tables/table1.csv").read_bytes()
-    assert (tmp_path / "results/tables/table1.csv").read_bytes() == local
+    for table in tables:
+        assert (tmp_path / table).read_bytes() == (tiny_run / table).read_bytes(), table
