@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
 
-#: Scoring shown in the figures: the similarity the projectors are trained for.
+#: Scoring of Figures 2b and 3b: the similarity the projectors are trained for.
 SCORING = "dot"
 
 
@@ -49,26 +49,28 @@ def convergence_figure(runs, vary, signature, stem):
 
 
 def generalisation_figure(runs, signature, stem):
-    """Fig. 4: training and test mAP (%) against iteration, one colour per R."""
-    fig, ax = plt.subplots(figsize=(6, 4.5), constrained_layout=True)
-    for run in sorted(runs, key=lambda r: r[1]):
-        _, R, tau, history = run
-        measured = history.dropna(subset=[f"test_map_{SCORING}"])
-        (line,) = ax.plot(measured["iteration"], 100 * measured[f"train_map_{SCORING}"], label=f"train, R = {R}")
-        ax.plot(
-            measured["iteration"],
-            100 * measured[f"test_map_{SCORING}"],
-            linestyle="--",
-            color=line.get_color(),
-            label=f"test, R = {R}",
-        )
-    ax.set(
-        xlabel="iteration",
-        ylabel="mAP (%)",
-        title=f"{signature.upper()}, τ = {100 * runs[0][2]:g} %: training and test sets",
-    )
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", ncol=2)
+    """Fig. 4: training and test mAP (%) against iteration, one colour per R.
+
+    (a) reductions scored by the dot product the loss is written for; (b) scored
+    L2-normalised, as Tables I and II.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True, sharey=True)
+    for ax, scoring, title in zip(axes, ("dot", "l2"), ("(a) dot product", "(b) L2-normalised")):
+        for run in sorted(runs, key=lambda r: r[1]):
+            _, R, tau, history = run
+            measured = history.dropna(subset=[f"test_map_{scoring}"])
+            (line,) = ax.plot(measured["iteration"], 100 * measured[f"train_map_{scoring}"], label=f"train, R = {R}")
+            ax.plot(
+                measured["iteration"],
+                100 * measured[f"test_map_{scoring}"],
+                linestyle="--",
+                color=line.get_color(),
+                label=f"test, R = {R}",
+            )
+        ax.set(xlabel="iteration", ylabel="mAP (%)", title=title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small", ncol=2)
+    fig.suptitle(f"{signature.upper()}, τ = {100 * runs[0][2]:g} %: training and test sets")
     _save(fig, stem)
 
 

@@ -201,35 +201,43 @@ def table2(maps, paper=None):
     return pd.DataFrame(rows)
 
 
-def table2_ablation(maps):
+def table2_ablation(test_l2, test_dot, train_dot):
     """Learned sparse projectors against PCA hard-thresholded to the same tau.
 
     Parameters
     ----------
-    maps : DataFrame
-        As for :func:`table2`, with ``initial``: the mAP of the PCA projectors after
-        the l0 projection, before any learning step.
+    test_l2, test_dot, train_dot : DataFrame
+        As for :func:`table2`, one row per training run, with ``initial`` (the mAP of
+        the PCA projectors after the l0 projection, before any learning step) and
+        ``final``: test mAP of the L2-normalised reductions (the tables' scoring),
+        test and training mAP of the raw reductions (the loss's similarity).
 
     Returns
     -------
     DataFrame
-        One row per (signature, tau, R): thresholded PCA, learned, and the gain, in %.
+        One row per (signature, tau, R): thresholded PCA, learned and the gain, in %,
+        scored L2-normalised, then by dot product, then the training mAP (dot) at the
+        start and the end of training.
     """
+    keys = ["signature", "R", "tau"]
+    merged = test_l2.merge(test_dot[keys + ["initial", "final"]], on=keys, suffixes=("", "_dot"))
+    merged = merged.merge(train_dot[keys + ["initial", "final"]], on=keys, suffixes=("", "_train"))
     rows = []
-    for label, encoding, K in _signature_order(maps):
-        runs = maps[(maps["encoding"] == encoding) & (maps["K"] == K)]
+    for label, encoding, K in _signature_order(merged):
+        runs = merged[(merged["encoding"] == encoding) & (merged["K"] == K)]
         for run in runs.sort_values(["tau", "R"]).itertuples():
-            initial, final = _percent(run.initial), _percent(run.final)
-            rows.append(
-                {
-                    "Sign.": label,
-                    "τ": sparsity_label(run.tau),
-                    "R": int(run.R),
-                    "Thresholded PCA": initial,
-                    "Learned": final,
-                    "Gain": np.round(final - initial, DECIMALS),
-                }
-            )
+            row = {"Sign.": label, "τ": sparsity_label(run.tau), "R": int(run.R)}
+            for suffix, initial, final in [
+                ("", run.initial, run.final),
+                (" (dot)", run.initial_dot, run.final_dot),
+            ]:
+                initial, final = _percent(initial), _percent(final)
+                row[f"Thresholded PCA{suffix}"] = initial
+                row[f"Learned{suffix}"] = final
+                row[f"Gain{suffix}"] = np.round(final - initial, DECIMALS)
+            row["Train start (dot)"] = _percent(run.initial_train)
+            row["Train end (dot)"] = _percent(run.final_train)
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -147,7 +147,7 @@ def sparse_outputs():
     return (
         expand(
             "results/tables/{name}.{ext}",
-            name=["table2", "table2_ablation", "costs"],
+            name=["table2", "table2_dot", "table2_ablation", "costs"],
             ext=TABLE_FORMATS,
         )
         + figure_outputs()

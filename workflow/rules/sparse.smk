@@ -23,6 +23,7 @@ rule train_sparse_projector:
         margin=config["sparse"]["margin"],
         tol=config["sparse"]["tol"],
         renormalize=config["sparse"]["renormalize"],
+        line_search=config["sparse"]["line_search"],
         eval_every=config["sparse"]["eval_every"],
         seed=config["seed"],
     script:
@@ -35,6 +36,7 @@ rule table2:
         data_report="results/data/report.json",
     output:
         table=report_table("table2"),
+        table_dot=report_table("table2_dot"),
         ablation=report_table("table2_ablation"),
     log:
         "logs/table2.log",

@@ -1,4 +1,4 @@
-"""Snakemake script of rule table2: Table II (test mAP of the sparse projectors) and the thresholded-PCA ablation."""
+"""Snakemake script of rule table2: Table II (test mAP of the sparse projectors, L2 and dot scorings) and the thresholded-PCA ablation."""
 
 from ndir.pipeline import table2, run_rule
 
