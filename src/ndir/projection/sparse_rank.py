@@ -81,6 +81,8 @@ _SEARCH_RTOL = 1e-3
 # The projected search's objective is piecewise (entries switch in and out of the
 # support) and each trial costs a product with the moved entries: a coarser bracket.
 _PROJECTED_RTOL = 3e-2
+# Its first trial, as a fraction of the largest step it tries (|U|_F / 2).
+_PROJECTED_FIRST_STEP = 1.0 / _GOLDEN
 # Entries first considered to enter each column's support in the projected search
 # (widened when a trial admits them all), and the sample that sets their threshold.
 _ENTERING_CANDIDATES = 64
@@ -587,8 +589,6 @@ class _Descent:
         self.projected = self.sparse and line_search == "projected"
         self.sparse_product = self.sparse and n_keep / n_features <= _SPARSE_DENSITY_MAX
         self.n_steps = 0
-        # Step of the last projected search, in units of |G|: where the next one starts.
-        self.last_step = None
         with self.blas.limit(limits=1, user_api="blas"):
             if self.sparse:
                 # The sparse X U reads X^T one row per stored entry of U, in blocks of
@@ -639,17 +639,19 @@ class _Descent:
             return 0.0, float(problem.losses(self.Y).sum())
         if self.projected:
             line = _ProjectedLine(self, problem, selected, rows, dF, Z, gradient_sq_norm)
-            # The first trial repeats the last step's length (|G|-normalised steps
-            # change slowly); the search never goes beyond half of |U|_F.
-            first = line.max_step / 64 if self.last_step is None else self.last_step
-            if os.environ.get("NDIR_FULLGS"): first = line.max_step
+            # Every search starts from the same fraction of the range [0, |U|_F / 2]:
+            # warm-started from the last step instead, a run of tiny steps (a flat,
+            # bumpy objective near mu = 0) can trap the search there for good.
             step = _line_search(
-                line, float(losses.sum()), first, line.max_step, _PROJECTED_RTOL
+                line,
+                float(losses.sum()),
+                line.max_step * _PROJECTED_FIRST_STEP,
+                line.max_step,
+                _PROJECTED_RTOL,
             )
             mu = step / np.sqrt(gradient_sq_norm)
             unprojected = float(problem.losses(self.Y - mu * H).sum())
             if step > 0.0:
-                self.last_step = step
                 line.move(step)
             return mu, unprojected
         objective = _line_objective(problem, selected, scores, self.Y, H, weights)
