@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from ndir.codebooks import (  # noqa: E402
     DescriptorPCA,
@@ -214,6 +215,29 @@ def test_fisher_codebook_em_raises_likelihood_and_encodes_through_its_pca():
             pca.transform(X[:100]), fitted.weights_, fitted.means_, fitted.variances_
         ),
     )
+
+
+def test_codebooks_do_not_depend_on_the_number_of_blas_threads():
+    """A 1-core and a 2-core run fit bit-identical codebooks (OpenBLAS splits some
+    products by thread count and rounds them differently, which used to move the
+    Fisher codebook's last bits and, through the rankings, the learned projectors)."""
+    rng = np.random.default_rng(8)
+    X, _ = clustered_sample(rng, n_per_cluster=3000, n_clusters=4, dim=128, gap=2.0)
+    pca = fit_descriptor_pca(X, n_components=16)
+    fits = []
+    for n_threads in (1, 2):
+        with threadpool_limits(limits=n_threads, user_api="blas"):
+            fits.append(
+                (
+                    fit_fisher_codebook(X, 8, pca, seed=0, n_iter=5),
+                    fit_vlad_codebook(X, 8, n_components=16, seed=0, n_iter=5),
+                )
+            )
+    (fisher_1, vlad_1), (fisher_2, vlad_2) = fits
+    for name in ("weights_", "means_", "variances_"):
+        np.testing.assert_array_equal(getattr(fisher_1, name), getattr(fisher_2, name))
+    np.testing.assert_array_equal(vlad_1.centroids_, vlad_2.centroids_)
+    np.testing.assert_array_equal(vlad_1.components_, vlad_2.components_)
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,15 @@ a ``kind`` field, so a file of the wrong kind is refused with a clear message.
 
 import logging
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import faiss
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from ndir.encoding import (
+    CHUNK_SIZE,
     cluster_sums,
     fisher_vector,
     gmm_statistics,
@@ -519,6 +522,12 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     component with a total posterior mass below ``DEAD_COMPONENT_MASS`` keeps its
     mean and variance.
 
+    The E-step runs on fixed blocks of ``CHUNK_SIZE`` rows, each with single-threaded
+    BLAS, on as many threads as BLAS was allowed, and sums the blocks in order: a
+    multi-threaded BLAS splits the long reduction of the statistics GEMM by thread
+    count, which changed the codebook in its last bits between a 1- and a 2-core run
+    (and, through the rankings, the learned projectors).
+
     Parameters
     ----------
     X : (n, d) float32
@@ -531,17 +540,27 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     weights (K,), means (K, d), variances (K, d), float64.
     """
     n = len(X)
-    for iteration in range(n_iter):
-        s0, s1, s2, log_likelihood = gmm_statistics(X, weights, means, variances)
-        weights, means, variances = _m_step(
-            s0, s1, s2, n, means, variances, variance_floor
-        )
-        logger.info(
-            "EM iteration %d, K=%d: mean log-likelihood %.6g",
-            iteration + 1,
-            len(weights),
-            log_likelihood / n,
-        )
+    blocks = [X[start : start + CHUNK_SIZE] for start in range(0, n, CHUNK_SIZE)]
+    blas = ThreadpoolController().select(user_api="blas")
+    n_threads = max([info["num_threads"] for info in blas.info()] + [1])
+    with ThreadPoolExecutor(n_threads) as pool, blas.limit(limits=1):
+        for iteration in range(n_iter):
+            parts = list(
+                pool.map(
+                    lambda block: gmm_statistics(block, weights, means, variances),
+                    blocks,
+                )
+            )
+            s0, s1, s2, log_likelihood = (sum(values) for values in zip(*parts))
+            weights, means, variances = _m_step(
+                s0, s1, s2, n, means, variances, variance_floor
+            )
+            logger.info(
+                "EM iteration %d, K=%d: mean log-likelihood %.6g",
+                iteration + 1,
+                len(weights),
+                log_likelihood / n,
+            )
     return weights, means, variances
 
 
@@ -580,7 +599,10 @@ def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=
             f"fit_fisher_codebook: descriptors have {sample.shape[1]} dimensions but the "
             f"PCA was fitted on {pca.mean_.shape[0]}; re-fit the descriptor PCA"
         )
-    reduced = np.ascontiguousarray(pca.transform(sample))
+    # Single-threaded BLAS: OpenBLAS rounds this product differently on 1 and 2
+    # threads, and the codebook must not depend on the core count (see gmm_em).
+    with ThreadpoolController().limit(limits=1, user_api="blas"):
+        reduced = np.ascontiguousarray(pca.transform(sample))
     n = len(reduced)
     sample_variance = reduced.var(axis=0, dtype=np.float64)
     if not sample_variance.max() > 0:
