@@ -13,6 +13,7 @@ from ndir import embedded
 from ndir.data import (
     DatasetScan,
     build_embedded_dataset,
+    keep_together_labels,
     read_gray,
     scan_dataset,
     split_groups,
@@ -337,6 +338,64 @@ def test_split_groups():
 def test_split_groups_needs_both_splits(fraction):
     with pytest.raises(ConfigError, match="dataset.train_fraction"):
         split_groups(_table(10), train_fraction=fraction)
+
+
+def test_split_keeps_linked_groups_together_hand_worked():
+    """Groups 0-1 share a photo, 1-2 another: {0, 1, 2} is one block (transitively);
+    4-5 share a third; 3, 6, 7 are alone. 4 of 8 groups go to training."""
+    images = _table(8, per_group=2)
+    photo = {1000: "a", 1001: "a", 1002: "b", 1004: "c", 1005: "c"}
+    labels = [photo.get(g) for g in images["group"]]
+    labels[3] = "b"  # the second image of group 1001 is a window of photo b
+    together = pd.Series(labels, index=images.index, dtype=object)
+    for seed in range(20):
+        split = split_groups(images, train_fraction=0.5, seed=seed, together=together)
+        side = split.groupby("group")["split"].first()
+        assert side[1000] == side[1001] == side[1002] and side[1004] == side[1005]
+        assert (side == "train").sum() == 4  # blocks of 3, 2, 1, 1, 1 groups: 4 = 3 + 1 = 2 + 1 + 1
+    # Without labels, the split is the seeded permutation of the groups, as before.
+    plain = split_groups(images, train_fraction=0.5, seed=3)
+    expected = np.random.default_rng(3).permutation(np.unique(images["group"]))[:4]
+    assert set(plain.query("split == 'train'")["group"]) == set(expected)
+
+
+def test_split_that_blocks_cannot_meet_is_an_error_naming_the_key():
+    images = _table(4)
+    together = pd.Series(["p"] * len(images), index=images.index, dtype=object)
+    with pytest.raises(ConfigError, match="dataset.train_fraction"):
+        split_groups(images, train_fraction=0.5, together=together)
+
+
+def test_embedded_split_keeps_each_photo_on_one_side(tmp_path):
+    """130 groups from 118 photos: some photos are cut into windows of several groups;
+    their groups must share a split, which a plain group split does not ensure."""
+    build_embedded_dataset(tmp_path, n_groups=130, seed=0, view_size=64)
+    images = scan_dataset("embedded", tmp_path).images
+    photos = keep_together_labels(images, tmp_path, tmp_path / "views.csv", "photo")
+    assert photos.notna().all()
+    groups_per_photo = images.assign(photo=photos).groupby("photo")["group"].nunique()
+    assert groups_per_photo.max() > 1
+
+    def straddling(split):
+        return int((split.assign(photo=photos).groupby("photo")["split"].nunique() > 1).sum())
+
+    split = split_groups(images, train_fraction=0.5, seed=0, together=photos)
+    assert straddling(split) == 0
+    assert split.query("split == 'train'")["group"].nunique() == 65
+    assert max(straddling(split_groups(images, train_fraction=0.5, seed=s)) for s in range(5)) > 0
+
+
+def test_keep_together_table_errors_name_the_file_and_key(tmp_path):
+    images = _table(2)
+    table = tmp_path / "scenes.csv"
+    table.write_text("name,scene\n0_0.jpg,a\n")
+    with pytest.raises(DatasetError, match=r"scenes\.csv.*'file'.*dataset.keep_together"):
+        keep_together_labels(images, "/x", table, "scene")
+    with pytest.raises(DatasetError, match="missing.csv"):
+        keep_together_labels(images, "/x", tmp_path / "missing.csv", "scene")
+    table.write_text("file,scene\n0_0.jpg,a\n1_1.jpg,a\n")
+    labels = keep_together_labels(images, "/x", table, "scene")
+    assert labels.tolist() == ["a", None, None, None, "a", None]
 
 
 # --------------------------------------------------------------------------- embedded

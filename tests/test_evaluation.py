@@ -22,7 +22,8 @@ def slow_holidays_map(X, groups, is_query):
     aps = []
     for q in np.flatnonzero(is_query):
         scores = [float(np.dot(X[q], X[j])) for j in range(len(X))]
-        results = sorted(range(len(X)), key=lambda j: (-scores[j], j))
+        # Ties: negatives first (pessimistic), then row order (irrelevant to AP).
+        results = sorted(range(len(X)), key=lambda j: (-scores[j], groups[j] == groups[q], j))
         n_positives = sum(1 for j in range(len(X)) if groups[j] == groups[q] and j != q)
         tp_ranks, rank_shift = [], 0
         for rank, j in enumerate(results):
@@ -88,13 +89,31 @@ def test_query_own_row_is_excluded_wherever_it_scores():
     assert map_from_scores(scores, [0], groups) == pytest.approx(1.0 / 6.0, abs=1e-12)
 
 
-def test_ties_keep_row_order():
-    # Rows 1 (negative) and 2 (positive) tie at 5: row 1 is ranked first, so the
-    # positive is at rank 1 -> AP = (0/1 + 1/2)/2 = 1/4.
+def test_ties_are_broken_pessimistically_whatever_the_row_order():
+    # Rows 1 and 2 tie at 5, one negative and one positive: the negative is ranked
+    # first in both row orders, so the positive is at rank 1 -> AP = (0/1 + 1/2)/2 = 1/4
+    # (row order would have given 1 to the second table).
     scores = np.array([[9.0, 5.0, 5.0, 1.0]])
     assert map_from_scores(scores, [0], np.array([0, 1, 0, 1])) == pytest.approx(0.25)
-    # Same scores with the positive first among the tied rows -> rank 0 -> AP = 1.
-    assert map_from_scores(scores, [0], np.array([0, 0, 1, 1])) == pytest.approx(1.0)
+    assert map_from_scores(scores, [0], np.array([0, 0, 1, 1])) == pytest.approx(0.25)
+    # Two positives tied with two negatives, all at the top: ranks 2 and 3 ->
+    # ((0/2 + 1/3) + (1/3 + 2/4)) / 2 / 2 = 7/24.
+    tied = np.array([[0.0, 1.0, 1.0, 1.0, 1.0]])
+    assert map_from_scores(tied, [0], np.array([0, 0, 1, 0, 1])) == pytest.approx(7 / 24)
+
+
+def test_quantised_scores_match_the_slow_loop_and_do_not_depend_on_row_order():
+    """Sparse scorers tie often: scores rounded to 0.5 tie in most lists."""
+    rng = np.random.default_rng(2)
+    groups = np.repeat(np.arange(12), 3)
+    is_query = np.r_[True, np.diff(groups) != 0]
+    X = np.round(2 * rng.normal(size=(groups.size, 2))) / 2
+    mean_ap, ap = holidays_map(X, groups, is_query, return_per_query=True)
+    np.testing.assert_allclose(ap, slow_holidays_map(X, groups, is_query), atol=1e-12)
+    permutation = rng.permutation(groups.size)
+    assert holidays_map(X[permutation], groups[permutation], is_query[permutation]) == pytest.approx(
+        mean_ap, abs=1e-12
+    )
 
 
 def test_holidays_map_on_tied_signatures():

@@ -24,7 +24,7 @@ def _write_holidays(folder, n_groups, per_group=3, size=(96, 128)):
     return folder
 
 
-def _index(folder, tmp_path, max_dim=4):
+def _index(folder, tmp_path, max_dim=4, keep_together=None):
     outputs = {name: str(tmp_path / f"out/{name}") for name in ("images.csv", "skipped.csv", "report.json")}
     pipeline.index_dataset(
         images=outputs["images.csv"],
@@ -33,6 +33,7 @@ def _index(folder, tmp_path, max_dim=4):
         kind="holidays",
         root=str(folder),
         train_fraction=0.5,
+        keep_together=keep_together,
         seed=0,
         descriptors=DESCRIPTORS,
         max_dim=max_dim,
@@ -42,6 +43,19 @@ def _index(folder, tmp_path, max_dim=4):
         pd.read_csv(outputs["skipped.csv"]),
         json.loads(open(outputs["report.json"]).read()),
     )
+
+
+def test_a_keep_together_table_keeps_its_groups_on_one_side(tmp_path):
+    """A real data set in Holidays naming with a table of scenes: the six groups of
+    scene "s" (and the two of "t") land on one side of the split, whatever the seed."""
+    folder = _write_holidays(tmp_path / "holidays", n_groups=12, per_group=2)
+    table = tmp_path / "scenes.csv"
+    rows = [f"{100000 + 100 * g}.jpg,s" for g in range(6)] + ["100600.jpg,t", "100701.jpg,t"]
+    table.write_text("file,scene\n" + "\n".join(rows) + "\n")
+    images, _, report = _index(folder, tmp_path, keep_together={"table": str(table), "column": "scene"})
+    side = images.groupby("group")["split"].first()
+    assert side.loc[1000:1005].nunique() == 1 and side[1006] == side[1007]
+    assert (side == "train").sum() == 6 and report["kept_together"] == "scene"
 
 
 def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):

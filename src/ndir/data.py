@@ -33,6 +33,8 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 import pandas as pd
+import scipy.sparse
+import scipy.sparse.csgraph
 from PIL import Image, UnidentifiedImageError
 
 from .embedded import PROVENANCE_FILE, build_embedded_dataset
@@ -43,6 +45,7 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "DatasetScan",
     "build_embedded_dataset",
+    "keep_together_labels",
     "read_gray",
     "scan_dataset",
     "split_groups",
@@ -437,11 +440,17 @@ def _check_image(path, min_size):
 # --------------------------------------------------------------------------- splitting
 
 
-def split_groups(images, train_fraction=0.5, seed=0):
+def split_groups(images, train_fraction=0.5, seed=0, together=None):
     """Split the groups at random between a training and a test split.
 
     ``round(train_fraction * n_groups)`` groups (Python rounding, half to even) go
-    to ``"train"``, the others to ``"test"``; a group is never in both.
+    to ``"train"``, the others to ``"test"``; a group is never in both. With
+    ``together``, groups whose images share a label (e.g. windows cut from one
+    photograph) form one block that lands whole on one side: blocks are drawn in a
+    seeded random order and each goes to training when the blocks after it can still
+    complete the target count, so the training split has exactly the target number
+    of groups whenever some blocks add up to it (else the nearest count below, logged). Without ``together`` every group is its
+    own block and the split is a seeded permutation of the groups.
 
     Parameters
     ----------
@@ -451,6 +460,9 @@ def split_groups(images, train_fraction=0.5, seed=0):
         Share of the groups in the training split, in (0, 1).
     seed : int, default 0
         Seed of ``numpy.random.default_rng`` drawing the split.
+    together : pandas.Series or None
+        Per image (aligned with ``images``), the label of what must not straddle
+        the split (source photo, scene, photographer); missing values link nothing.
 
     Returns
     -------
@@ -462,14 +474,100 @@ def split_groups(images, train_fraction=0.5, seed=0):
     ndir.errors.ConfigError
         If ``train_fraction`` leaves either split without a group.
     """
-    groups = np.unique(images["group"].to_numpy())
+    groups, group_index = np.unique(images["group"].to_numpy(), return_inverse=True)
     n_train = round(train_fraction * len(groups))
     if not 0 < train_fraction < 1 or not 0 < n_train < len(groups):
         raise ConfigError(
             f"dataset.train_fraction: {train_fraction} puts {n_train} of the {len(groups)} groups in the "
             "training split; each split needs at least one group: use a value in (0, 1) or a larger data set"
         )
-    train = np.random.default_rng(seed).permutation(groups)[:n_train]
+    blocks = _group_blocks(group_index, len(groups), together)
+    block_sizes = np.bincount(blocks)
+    order = np.random.default_rng(seed).permutation(len(block_sizes))
+    train_blocks = _blocks_summing_to(block_sizes[order], n_train)
+    train_blocks = order[train_blocks]
+    n_chosen = int(block_sizes[train_blocks].sum())
+    if n_chosen == 0 or n_chosen == len(groups):
+        raise ConfigError(
+            f"dataset.train_fraction: {train_fraction} cannot be met without splitting images that must "
+            f"stay together ({len(block_sizes)} blocks of {block_sizes.max()} groups at most); use a fraction "
+            "nearer 0.5 or a larger data set"
+        )
+    if n_chosen != n_train:
+        logger.warning(
+            "split: %d training groups instead of %d, so that no block of groups kept together straddles the split",
+            n_chosen,
+            n_train,
+        )
+    train = groups[np.isin(blocks, train_blocks)]
     split = images.copy()
     split["split"] = np.where(images["group"].isin(train), "train", "test")
     return split
+
+
+def _blocks_summing_to(sizes, target):
+    """Indices of blocks, taken in the given order whenever the blocks after them
+    can still complete the sum, whose sizes add up to ``target`` (or to the largest
+    reachable total below it). With blocks of size 1, the first ``target``."""
+    sizes = [int(size) for size in sizes]
+    # reachable[i]: bit t set when some blocks among sizes[i:] sum to t.
+    reachable = [1] * (len(sizes) + 1)
+    for i in range(len(sizes) - 1, -1, -1):
+        reachable[i] = reachable[i + 1] | (reachable[i + 1] << sizes[i])
+    need = max(t for t in range(target + 1) if reachable[0] >> t & 1)
+    chosen = []
+    for i, size in enumerate(sizes):
+        if size <= need and reachable[i + 1] >> (need - size) & 1:
+            chosen.append(i)
+            need -= size
+    return np.array(chosen, dtype=int)
+
+
+def _group_blocks(group_index, n_groups, together):
+    """Block label (n_groups,) of each group: the connected components of the graph
+    joining groups whose images share a ``together`` label (each group alone without)."""
+    if together is None:
+        return np.arange(n_groups)
+    labels = pd.Series(np.asarray(together, dtype=object))
+    known = labels.notna().to_numpy()
+    units, unit_index = np.unique(labels[known].astype(str).to_numpy(), return_inverse=True)
+    # Bipartite graph: groups 0..n_groups-1, then the labels.
+    links = scipy.sparse.coo_array(
+        (np.ones(known.sum()), (group_index[known], n_groups + unit_index)),
+        shape=(n_groups + len(units),) * 2,
+    )
+    _, components = scipy.sparse.csgraph.connected_components(links, directed=False)
+    # Renumber the groups' components 0, 1, ... in order of first group.
+    return np.unique(components[:n_groups], return_inverse=True)[1]
+
+
+def keep_together_labels(images, root, table, column):
+    """Per image of ``images``, the ``column`` of the CSV ``table``, matched by file.
+
+    ``table`` has a ``file`` column: the image's path relative to the data-set
+    folder ``root`` (``100000.jpg``; ``<group>/<name>`` for the ``folders`` kind), as the
+    embedded set's ``views.csv`` has. Images the table does not list get a missing
+    label (they link nothing).
+
+    Raises
+    ------
+    ndir.errors.DatasetError
+        If the table cannot be read or lacks ``file`` or ``column``.
+    """
+    path = Path(table)
+    try:
+        rows = pd.read_csv(path, dtype=str)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise DatasetError(
+            f"{path}: cannot read the table of images kept together (dataset.keep_together.table): {error}"
+        ) from error
+    missing = [name for name in ("file", column) if name not in rows.columns]
+    if missing:
+        raise DatasetError(
+            f"{path}: no column {', '.join(map(repr, missing))} (dataset.keep_together needs a 'file' column and "
+            f"the column it names, here {column!r}); columns found: {', '.join(rows.columns)}"
+        )
+    root = Path(root).expanduser().resolve()
+    files = [Path(p).relative_to(root).as_posix() for p in images["path"]]
+    labels = dict(zip(rows["file"], rows[column]))
+    return pd.Series([labels.get(name) for name in files], index=images.index, dtype=object)

@@ -123,7 +123,7 @@ def _atomic_folder(folder):
             shutil.rmtree(tmp)
 
 
-def index_dataset(images, skipped, report, kind, root, train_fraction, seed, descriptors, max_dim):
+def index_dataset(images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, max_dim):
     """Scan, check and split a data set; write the image table and a data report.
 
     Parameters
@@ -135,6 +135,9 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, seed, des
         Data set kind (``embedded``, ``holidays``, ``ukbench``, ``folders``) and folder.
     train_fraction : float
         Share of groups in the training split.
+    keep_together : dict or None
+        ``{"table": CSV, "column": name}``: images with equal labels stay in one
+        split (:func:`ndir.data.keep_together_labels`); None splits by group alone.
     seed : int
         Seed of the group split.
     descriptors : dict
@@ -147,7 +150,12 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, seed, des
     kept, skipped_rows = data.validate_images(table, min_size=min_size)
     if kept.empty:
         raise DatasetError(f"{root}: no usable image groups left after checking the images; see {skipped}")
-    split = data.split_groups(kept, train_fraction=train_fraction, seed=seed)
+    together = (
+        None
+        if keep_together is None
+        else data.keep_together_labels(kept, root, keep_together["table"], keep_together["column"])
+    )
+    split = data.split_groups(kept, train_fraction=train_fraction, seed=seed, together=together)
     n_train = int((split["split"] == "train").sum())
     if n_train <= max_dim:
         raise ConfigError(
@@ -163,6 +171,7 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, seed, des
         "skipped_reasons": {str(k): int(v) for k, v in skipped_rows.get("reason", pd.Series(dtype=str)).value_counts().items()},
         "n_images": int(len(split)),
         "n_groups": int(split["group"].nunique()),
+        "kept_together": None if keep_together is None else keep_together["column"],
         "splits": {
             name: {"n_groups": int(part["group"].nunique()), "n_images": int(len(part))}
             for name, part in split.groupby("split")

@@ -52,6 +52,13 @@ def dataset_root():
     return config["dataset"]["path"]
 
 
+def keep_together():
+    """What the split keeps on one side: the embedded set's source photos, or the config's table."""
+    if config["dataset"]["kind"] == "embedded":
+        return {"table": "results/data/embedded/views.csv", "column": "photo"}
+    return config["dataset"]["keep_together"]
+
+
 def descriptor_params():
     return {
         "max_width": config["preprocess"]["max_width"],

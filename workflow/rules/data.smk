@@ -41,6 +41,7 @@ rule index_dataset:
         kind=config["dataset"]["kind"],
         root=dataset_root(),
         train_fraction=config["dataset"]["train_fraction"],
+        keep_together=keep_together(),
         seed=config["seed"],
         descriptors=descriptor_params(),
         max_dim=max(config["baseline"]["dims"] + config["sparse"]["dims"]),
