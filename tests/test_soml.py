@@ -28,6 +28,31 @@ def test_dual_averaging_closed_form_minimises_eq13(gbar, t, gamma, rho, l1):
     assert closed == pytest.approx(best, abs=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("update", "expected"),
+    [
+        # Algorithm 2 as printed (gradient sign fixed): the second triplet is inactive,
+        # so w stays w_2 = [3, 0] although the average is now (-4 - 4) / 2 = -4.
+        ("algorithm2", 3.0),
+        # Eq. 13 after every triplet: the sum stays [-4, 0] (inactive: sub-gradient 0),
+        # t = 2: mean -2, lambda_2 = 1/sqrt(2), w = -sqrt(2) (-2 + 1/sqrt(2)) = 2 sqrt(2) - 1.
+        ("every_step", 2.0 * np.sqrt(2.0) - 1.0),
+    ],
+)
+def test_dual_averaging_two_triplets_hand_worked(update, expected):
+    """Images x0 = x1 = [2, 1] (group 0), x2 = [0, 1] (group 1), one negative per pair:
+    the triplets (0, 1, 2) and (1, 0, 2) both have g = x ⊙ (x+ - x-) = [4, 0].
+    gamma = rho = 1, lambda = 0, so lambda_t = 1 / sqrt(t).
+    t = 1: w_1 = 0, loss 1 (active); gbar_1 = -g = [-4, 0]; |-4| > lambda_1 = 1, so
+    w_2 = -(sqrt(1) / 1) (-4 + 1) = 3 on the first coordinate, 0 on the second.
+    t = 2: loss = max(0, 1 - w_2 . g) = max(0, 1 - 12) = 0 (inactive)."""
+    X = np.array([[2.0, 1.0], [2.0, 1.0], [0.0, 1.0]])
+    model = SOMLDualAveraging(gamma=1.0, rho=1.0, l1=0.0, update=update, negatives_per_pair=1, random_state=0)
+    model.fit(X, np.array([0, 0, 1]))
+    assert model.n_triplets_ == 2 and model.n_active_ == 1
+    np.testing.assert_allclose(model.coef_, [expected, 0.0], atol=1e-12)
+
+
 def _reference(X, groups, model):
     """A plain dense loop over all coordinates: truncation or dual averaging every step."""
     rng = np.random.RandomState(model.random_state)
@@ -41,6 +66,11 @@ def _reference(X, groups, model):
             if isinstance(model, SOMLTruncatedGradient):
                 if loss > 0:
                     w = truncate(w + model.learning_rate * g, model.learning_rate * model.l1)
+            elif model.update == "algorithm2":
+                t += 1
+                G -= g
+                if loss > 0:
+                    w = dual_averaging_weights(G, t, model.gamma, model.rho, model.l1)
             else:
                 t += 1
                 if loss > 0:
@@ -60,6 +90,9 @@ def _tiny_sparse(seed=0, n=30, m=50):
     [
         SOMLTruncatedGradient(learning_rate=0.5, l1=0.05, negatives_per_pair=3, n_epochs=2, random_state=1),
         SOMLDualAveraging(gamma=0.5, rho=0.5, l1=0.01, negatives_per_pair=3, n_epochs=2, random_state=1),
+        SOMLDualAveraging(
+            gamma=0.5, rho=0.5, l1=0.01, update="algorithm2", negatives_per_pair=3, n_epochs=2, random_state=1
+        ),
     ],
 )
 def test_sparse_lazy_updates_equal_a_dense_reference_loop(model):

@@ -131,7 +131,7 @@ def test_html_report_holds_tables_and_figures(tiny_run):
 def test_seeds_comparison_covers_every_method(tiny_run):
     table = pd.read_csv(tiny_run / "results/tables/seeds_comparison.csv")
     methods = set(table["Method"])
-    assert {"tf-idf", "SOML-TG", "SOML-DA", "sparse similarity matrix"} <= methods
+    assert {"tf-idf", "SOML-TG", "SOML-DA", "SOML-DA (Alg. 2)", "sparse similarity matrix"} <= methods
     assert {"PCA R=8", "sparse rank R=8 τ=0.9", "sparse rank R=16 τ=0.99"} <= methods
     soml = table[table["Method"].str.startswith("SOML")]
     assert set(soml["Input"]) == {"tf-idf", "FV-8"}

@@ -660,12 +660,13 @@ def evaluate_tfidf(images, counts, record):
 def train_soml(images, signatures, model, record, variant, options, negatives_per_pair, epochs, seed):
     """Learn a SOML diagonal metric (Gao et al. 2014) on the training split; record its test mAP.
 
-    ``variant`` ``"tg"`` (truncated gradient) or ``"da"`` (dual averaging) with the
-    ``options`` of its estimator. Writes the weights (``.npz``) and a comparison record.
+    ``variant`` ``"tg"`` (truncated gradient), ``"da"`` or ``"da-algorithm2"`` (dual
+    averaging, the two readings of ``SOMLDualAveraging.update``) with the ``options``
+    of its estimator. Writes the weights (``.npz``) and a comparison record.
     """
     from .soml import SOMLDualAveraging, SOMLTruncatedGradient
 
-    estimator_class = {"tg": SOMLTruncatedGradient, "da": SOMLDualAveraging}[variant]
+    estimator_class = SOMLTruncatedGradient if variant == "tg" else SOMLDualAveraging
     splits = _learning_splits(images, signatures)
     X_train, groups_train, _ = splits["train"]
     estimator = estimator_class(**options, negatives_per_pair=negatives_per_pair, n_epochs=epochs, random_state=seed)
@@ -677,7 +678,7 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     mapped = estimator.transform(Q)
     name = "tfidf" if str(signatures).endswith(".npz") else codebook_name(signatures).removesuffix(".npy")
     result = {
-        "method": f"SOML-{variant.upper()}",
+        "method": {"tg": "SOML-TG", "da": "SOML-DA", "da-algorithm2": "SOML-DA (Alg. 2)"}[variant],
         "signature": name,
         "query_dims": comparison.mean_nonzeros(mapped),
         "model_bytes": int(estimator.model_bytes_),

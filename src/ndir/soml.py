@@ -15,10 +15,17 @@ loss, so the updates below carry the derived sign:
   ``w <- T_1(w + eta g_t, eta lambda)`` with the soft threshold ``T_1`` of Eq. 11
   (:func:`truncate`); nothing happens on an inactive one.
 - **SOML-DA** (Algorithm 2, regularised dual averaging, Eq. 13-16): the running mean
-  ``gbar_t`` of the sub-gradients (``-g_t`` on active triplets, 0 on inactive ones: Eq. 13
-  averages sub-gradients of L, whereas Algorithm 2's line 7 adds ``x ⊙ (x+ - x-)`` even
-  when the hinge is zero) gives ``w_{t+1}`` in closed form (Eq. 16,
+  ``gbar_t`` of the sub-gradients gives ``w_{t+1}`` in closed form (Eq. 16,
   :func:`dual_averaging_weights`) with ``lambda_t = lambda + gamma rho / sqrt(t)``.
+  The text and the printed algorithm differ, so both are offered
+  (``SOMLDualAveraging(update=...)``):
+
+  - ``"every_step"`` (default, Eq. 13 as written): ``gbar_t`` averages sub-gradients of
+    L, ``-g_t`` on active triplets and 0 on inactive ones, and ``w`` is the minimiser of
+    Eq. 13 after every triplet, so it also moves (shrinks, as t grows) on inactive ones.
+  - ``"algorithm2"`` (Algorithm 2 as printed, sign fixed): line 7 adds ``-g_t`` to the
+    average on every triplet, active or not, and lines 9-17 recompute ``w`` only when
+    the loss is positive; otherwise ``w_{t+1} = w_t``.
 
 Cost per triplet is proportional to the non-zeros of ``x`` for sparse input: TG's
 truncation of untouched coordinates is applied lazily (successive shrinkages towards 0
@@ -32,10 +39,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, column_or_1d
 
 from ndir.triplets import sample_triplets
+
+DA_UPDATES = ("every_step", "algorithm2")
+"""Readings of SOML-DA's update (:class:`SOMLDualAveraging`)."""
 
 ZERO_WEIGHT = 1e-10
 """A weight of at most this magnitude counts as zero (the seed's threshold, Tables 4-6)."""
@@ -235,6 +245,10 @@ class SOMLDualAveraging(_SparseOnlineMetric):
     gamma : float > 0, weight of the proximal term ``gamma / (2 sqrt(t)) ||w||^2`` (seed: 1e-4).
     rho : float >= 0, sparsity of the early steps, ``lambda_t = l1 + gamma rho / sqrt(t)`` (seed: 1).
     l1 : float >= 0, lambda (seed: 1e-6).
+    update : {"every_step", "algorithm2"}, which reading of the seed (module docstring):
+        Eq. 13's minimiser after every triplet, or Algorithm 2's update on active
+        triplets only with every triplet in the average. ``"algorithm2"`` recomputes
+        all m weights at each active triplet (O(m), not O(nnz(x))).
     negatives_per_pair, n_epochs, random_state : as :class:`SOMLTruncatedGradient`.
 
     Attributes
@@ -248,12 +262,16 @@ class SOMLDualAveraging(_SparseOnlineMetric):
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "rho": [Interval(Real, 0, None, closed="left")],
         "l1": [Interval(Real, 0, None, closed="left")],
+        "update": [StrOptions(set(DA_UPDATES))],
     }
 
-    def __init__(self, gamma=1e-4, rho=1.0, l1=1e-6, negatives_per_pair=50, n_epochs=1, random_state=None):
+    def __init__(
+        self, gamma=1e-4, rho=1.0, l1=1e-6, update="every_step", negatives_per_pair=50, n_epochs=1, random_state=None
+    ):
         self.gamma = gamma
         self.rho = rho
         self.l1 = l1
+        self.update = update
         self.negatives_per_pair = negatives_per_pair
         self.n_epochs = n_epochs
         self.random_state = random_state
@@ -261,13 +279,22 @@ class SOMLDualAveraging(_SparseOnlineMetric):
     def _start(self, n_features):
         self._gradient_sum = np.zeros(n_features)
         self._t = 0
+        # Algorithm 2 keeps w explicitly: it changes only on active triplets.
+        self._w = np.zeros(n_features) if self.update == "algorithm2" else None
 
     def _weights(self, where):
+        if self._w is not None:
+            return self._w[where]
         if self._t == 0:
             return np.zeros_like(self._gradient_sum[where])
         return dual_averaging_weights(self._gradient_sum[where], self._t, self.gamma, self.rho, self.l1)
 
     def _step(self, where, g, active):
         self._t += 1
+        if self._w is None:
+            if active:
+                self._gradient_sum[where] -= g
+            return
+        self._gradient_sum[where] -= g
         if active:
-            self._gradient_sum[where] -= g
+            self._w = dual_averaging_weights(self._gradient_sum, self._t, self.gamma, self.rho, self.l1)

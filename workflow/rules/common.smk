@@ -13,7 +13,7 @@ wildcard_constraints:
     signature=r"(vlad|fv)-\d+",
     R=r"\d+",
     tau=r"0(\.\d+)?",
-    variant="tg|da",
+    variant="tg|da|da-algorithm2",
     soml_input=r"tfidf|(vlad|fv)-\d+",
 
 
@@ -199,7 +199,10 @@ def soml_input_file(wildcards):
 
 
 def soml_options(wildcards):
-    """Hyper-parameters of the SOML variant of this job, from config."""
+    """Hyper-parameters of the SOML variant of this job, from config (the literal
+    Algorithm 2 variant shares SOML-DA's)."""
+    if wildcards.variant == "da-algorithm2":
+        return dict(config["seeds"]["soml"]["da"], update="algorithm2")
     return dict(config["seeds"]["soml"][wildcards.variant])
 
 
