@@ -35,6 +35,34 @@ def test_hand_counted_cost():
     assert cost["equivalent_full_projectors"] == pytest.approx(0.04)
 
 
+def counted_projection(U, x):
+    """y = x U by an explicit loop over U's entries, counting the multiply-adds done."""
+    y = np.zeros(U.shape[1])
+    madds = 0
+    for k, r in zip(*np.nonzero(U)):
+        y[r] += x[k] * U[k, r]
+        madds += 1
+    return y, madds
+
+
+@pytest.mark.parametrize(("per_column", "seed"), [(1, 5), (7, 6), (30, 7)])
+def test_storage_and_arithmetic_equal_an_independent_count(per_column, seed, tmp_path):
+    """Bytes: the size of the CSC arrays that scipy writes (int32 indices, float32
+    values); multiply-adds: those an entry-by-entry projection performs."""
+    U = column_sparse(200, 6, per_column, seed)
+    cost = projection_cost(U)
+    csc = sp.csc_array(U.toarray())
+    stored = csc.data.nbytes + csc.indices.astype(np.int32).nbytes + csc.indptr.astype(np.int32).nbytes
+    assert cost["bytes_sparse"] == stored
+    assert cost["bytes_dense"] == U.toarray().astype(np.float32).nbytes
+    x = np.random.default_rng(seed).standard_normal(200)
+    y, madds = counted_projection(U.toarray(), x)
+    np.testing.assert_allclose(y, x @ U.toarray(), rtol=1e-6)
+    assert cost["madds_sparse"] == madds
+    assert cost["madds_dense"] == counted_projection(np.ones((200, 6)), x)[1]
+    assert cost["equivalent_full_projectors"] == pytest.approx(madds / 200)
+
+
 def test_paper_arithmetic():
     # §V-D: 256 projectors at tau = 99 % cost as much as 2.56 full ones (FV-512,
     # D = 81,920, M = round(0.01 D) = 819 per column), and 32 full projectors are

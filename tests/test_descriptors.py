@@ -322,7 +322,6 @@ def test_rejects_bad_arguments(kwargs, match):
 
 
 def test_image_descriptors_chains_read_preprocess_dense_hog(tmp_path):
-    pytest.importorskip("ndir.data", reason="ndir.data.read_gray not written yet")
     from ndir.preprocess import preprocess
 
     rng = np.random.default_rng(8)
@@ -337,7 +336,6 @@ def test_image_descriptors_chains_read_preprocess_dense_hog(tmp_path):
 
 
 def test_image_descriptors_names_file_too_small_after_resizing(tmp_path):
-    pytest.importorskip("ndir.data", reason="ndir.data.read_gray not written yet")
     path = tmp_path / "strip.png"
     cv2.imwrite(str(path), np.zeros((60, 1200), np.uint8))  # 512 x 26 once resized
     with pytest.raises(NdirInputError, match="strip.png"):

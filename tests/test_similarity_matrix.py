@@ -1,3 +1,5 @@
+from itertools import combinations
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -111,21 +113,45 @@ def _neighbour_words_problem(n_groups=12, per_group=4, seed=0):
     return counts, groups, vocabulary
 
 
-def test_learning_activates_neighbouring_words_and_beats_tfidf():
-    counts, groups, vocabulary = _neighbour_words_problem()
+def _shared_words_problem(n_pairs=8, per_group=4, seed=0):
+    """Groups made of two of ``n_pairs`` scene parts; each part is quantised to one of
+    two neighbouring words at random, so near duplicates often share no word. Every
+    part occurs in many groups: what is learned on some groups (neighbouring words
+    match) holds on the others. Returns the counts, groups, vocabulary and, per group,
+    whether it is a training group (half the groups, disjoint from the test ones)."""
+    rng = np.random.default_rng(seed)
+    parts = np.array(list(combinations(range(n_pairs), 2)))
+    n_groups = len(parts)
+    n_words = 2 * n_pairs + 6
+    vocabulary = np.zeros((n_words, 2), dtype=np.float32)
+    vocabulary[: 2 * n_pairs, 0] = np.repeat(np.arange(n_pairs) * 10.0, 2) + np.tile([0.0, 0.1], n_pairs)
+    vocabulary[2 * n_pairs :, 1] = 100 + 10 * np.arange(6)
+    groups = np.repeat(np.arange(n_groups), per_group)
+    counts = np.zeros((groups.size, n_words))
+    for part in range(2):
+        pair = parts[groups, part]
+        counts[np.arange(groups.size), 2 * pair + rng.integers(0, 2, groups.size)] = 3
+    counts[:, 2 * n_pairs :] = rng.integers(0, 3, size=(groups.size, 6))
+    train_groups = rng.permutation(n_groups)[: n_groups // 2]
+    return counts, groups, vocabulary, np.isin(groups, train_groups)
+
+
+def test_learning_activates_neighbouring_words_and_beats_tfidf_on_held_out_groups():
+    counts, groups, vocabulary, train = _shared_words_problem()
     model = SparseSimilarityMatrix(margin=0.2, max_iter=30, holdout_fraction=0.25, random_state=0)
-    model.fit(counts, groups, vocabulary)
+    model.fit(counts[train], groups[train], vocabulary)
     objectives = [h["objective"] for h in model.history_]
     assert objectives[-1] < objectives[0]
     M = model.metric_.toarray()
     assert (M >= 0).all() and np.allclose(M, M.T)
     assert not (M.astype(bool) & ~model.mask_.toarray()).any()
-    assert M[0, 1] > 0  # the two words of group 0, zero in tf-idf
-    idf = inverse_document_frequency(counts)
-    X = tfidf(counts, idf)
-    rows = np.arange(len(groups))
-    tfidf_map = map_from_scores((X @ X.T).toarray(), rows, groups)
-    learned_map = map_from_scores(model.score_pairs(counts, counts), rows, groups)
+    assert M[0, 1] > 0  # the two words of part 0, zero in tf-idf
+    # Scored on the groups the model never saw (with the idf of its training images).
+    idf = inverse_document_frequency(counts[train])
+    X = tfidf(counts[~train], idf)
+    rows = np.arange(X.shape[0])
+    tfidf_map = map_from_scores((X @ X.T).toarray(), rows, groups[~train])
+    learned_map = map_from_scores(model.score_pairs(counts[~train], counts[~train]), rows, groups[~train])
     assert learned_map > tfidf_map + 0.1
     assert model.best_iteration_ > 0 and model.holdout_map_ >= model.history_[0]["holdout_map"]
 

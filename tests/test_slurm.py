@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from .conftest import REPO, run_snakemake
+from .conftest import REPO, import_or_skip, run_snakemake
 
-pytest.importorskip(
+import_or_skip(
     "snakemake_executor_plugin_slurm",
     reason="the SLURM profile needs snakemake-executor-plugin-slurm: pip install -e '.[slurm]'",
 )
