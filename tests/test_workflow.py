@@ -1,6 +1,7 @@
 """End-to-end: the real workflow on a tiny embedded set, checked through its tables."""
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -8,6 +9,7 @@ import pytest
 
 from ndir.evaluation import holidays_map
 from ndir.pipeline import read_image_table
+from ndir.projection import load_projector
 
 from .conftest import REPO, run_snakemake
 
@@ -177,3 +179,25 @@ def test_table2_is_the_last_iterate_scored_like_table1_and_learning_shows(tiny_r
     # (On the tiny set, M = 3 entries per column at tau = 0.99: few runs can move.)
     gain = sparsest["Train end (dot)"] - sparsest["Train start (dot)"]
     assert (gain >= 0).all() and gain.max() > 5
+
+
+def test_paper_literal_config_runs_on_the_tiny_config(tiny_run, tmp_path):
+    """configs/paper_literal.yaml on top of the tiny config: the projectors are learned
+    with the literal step, margin and no renormalisation, and Table II is written.
+    The tiny run's data, codebooks and signatures are reused (same settings)."""
+    for part in ("data", "codebooks", "signatures"):
+        shutil.copytree(tiny_run / "results" / part, tmp_path / "results" / part)
+    configs = [str(REPO / "tests/configs/tiny.yaml"), str(REPO / "configs/paper_literal.yaml")]
+    result = run_snakemake(
+        tmp_path, "results/tables/table2.csv", "--cores", "2", "--configfile", *configs, check=False
+    )
+    assert result.returncode == 0, result.stderr[-6000:]
+    assert "rule encode_shard" not in result.stdout + result.stderr  # the signatures were reused
+    projectors = sorted((tmp_path / "results/sparse").glob("*/R*-tau0.99.npz"))
+    assert projectors
+    for path in projectors:
+        _, meta = load_projector(path)
+        assert (meta["line_search"], meta["margin"], meta["renormalize"]) == ("dense", 1e-6, False)
+    table = pd.read_csv(tmp_path / "results/tables/table2.csv")
+    values = table.drop(columns="Sign.").to_numpy(dtype=float)
+    assert np.isfinite(values).all() and ((values >= 0) & (values <= 100)).all()
