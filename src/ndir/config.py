@@ -6,6 +6,8 @@ enumerations; :func:`check_config` adds the checks that relate several keys.
 
 from pathlib import Path
 
+import yaml
+
 from .errors import ConfigError
 
 #: Dimensions kept per codebook entry (VLAD) and per Gaussian and gradient (FV).
@@ -16,6 +18,61 @@ SIGNATURE_FACTOR = {"vlad": 1, "fv": 2}
 def signature_dim(encoding, n_clusters, pca_dims):
     """Dimension D of a VLAD-K (K * d) or FV-K (2 * K * d) signature."""
     return SIGNATURE_FACTOR[encoding] * n_clusters * pca_dims
+
+
+def coerce_config_strings(config, schema):
+    """Turn strings into the numbers, booleans or nulls the schema asks for, in place.
+
+    ``snakemake --config 'dataset={"kind": "holidays", "train_fraction": 0.5}'``
+    reads the nested values with YAML's base loader, so ``0.5`` arrives as the string
+    ``'0.5'`` and fails validation. Each string whose schema type does not allow a
+    string is read as an int, a float or YAML (``0.5``, ``1e-2``, ``true``, ``null``)
+    and replaced by the first reading of an allowed type; anything else is left for
+    the schema to reject.
+
+    Parameters
+    ----------
+    config : dict
+        The merged configuration, before validation.
+    schema : dict
+        The JSON schema (``workflow/schemas/config.schema.yaml``), loaded.
+    """
+    _coerce(config, schema)
+    return config
+
+
+_JSON_TYPES = {
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _coerce(value, schema):
+    """``value`` with its strings read as the types ``schema`` allows (recursively)."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for key, item in value.items():
+            if key in properties:
+                value[key] = _coerce(item, properties[key])
+        return value
+    if isinstance(value, list):
+        return [_coerce(item, schema.get("items", {})) for item in value]
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    if not isinstance(value, str) or "string" in types or not types:
+        return value
+    for parse in (int, float, yaml.safe_load):  # float reads 1e-2, which YAML 1.1 does not
+        try:
+            parsed = parse(value)
+        except (ValueError, yaml.YAMLError):
+            continue
+        allowed = tuple(t for name in types for t in _JSON_TYPES.get(name, ()))
+        # bool is an int in Python: "true" must not pass for an integer.
+        if isinstance(parsed, allowed) and not (isinstance(parsed, bool) and "boolean" not in types):
+            return parsed
+    return value
 
 
 def check_config(config):

@@ -1,7 +1,13 @@
+from pathlib import Path
+
+import yaml
 from snakemake.utils import validate
 
-from ndir.config import check_config
+from ndir.config import check_config, coerce_config_strings
 
+# --config key={...} delivers nested numbers as strings: read them as the schema's types.
+with open(Path(workflow.current_basedir) / "../schemas/config.schema.yaml") as schema:
+    coerce_config_strings(config, yaml.safe_load(schema))
 validate(config, schema="../schemas/config.schema.yaml")
 check_config(config)
 

@@ -1,0 +1,60 @@
+"""Configuration checks that the JSON schema alone cannot do."""
+
+import pytest
+import yaml
+
+from ndir.config import coerce_config_strings
+
+from .conftest import REPO, run_snakemake
+
+SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+
+
+def test_nested_command_line_strings_become_the_schema_types():
+    # What `--config 'dataset={"kind": "holidays", "train_fraction": 0.5}'` delivers:
+    # YAML's base loader keeps every nested scalar a string.
+    config = {
+        "seed": "3",
+        "dataset": {"kind": "holidays", "path": "/data/x", "train_fraction": "0.5", "keep_together": "null"},
+        "sparse": {"margin": "1e-2", "renormalize": "false", "sparsity": ["0.9", "0.99"], "dims": ["32"]},
+        "seeds": {"soml": {"variants": ["tg"], "signatures": ["tfidf"]}},
+    }
+    coerce_config_strings(config, SCHEMA)
+    assert config["seed"] == 3 and config["dataset"]["train_fraction"] == 0.5
+    assert config["dataset"]["keep_together"] is None and config["dataset"]["path"] == "/data/x"
+    assert config["sparse"] == {"margin": 0.01, "renormalize": False, "sparsity": [0.9, 0.99], "dims": [32]}
+    assert config["seeds"]["soml"]["signatures"] == ["tfidf"]  # strings stay strings
+
+
+def test_strings_that_are_not_the_schema_type_are_left_for_validation():
+    config = {"seed": "true", "dataset": {"train_fraction": "half", "kind": "123"}}
+    coerce_config_strings(config, SCHEMA)
+    # An integer key does not take a boolean; a string key keeps its text.
+    assert config == {"seed": "true", "dataset": {"train_fraction": "half", "kind": "123"}}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"kind": "holidays", "path": "HOLIDAYS", "train_fraction": 0.5}',  # JSON, as in the issue
+        "{kind: holidays, path: HOLIDAYS, train_fraction: 0.5}",  # YAML flow, as configs/holidays.yaml says
+    ],
+)
+def test_command_line_dataset_override_is_accepted(tmp_path, value):
+    holidays = tmp_path / "holidays"
+    holidays.mkdir()
+    result = run_snakemake(
+        tmp_path,
+        "-n",
+        "--configfile",
+        str(REPO / "config.yaml"),
+        "--config",
+        "dataset=" + value.replace("HOLIDAYS", str(holidays)),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_command_line_value_of_the_wrong_type_is_named(tmp_path):
+    bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), "--config", "dataset={train_fraction: half}", check=False)
+    assert bad.returncode != 0 and "'half' is not of type 'number'" in bad.stdout + bad.stderr
