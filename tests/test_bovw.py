@@ -52,6 +52,20 @@ def test_fit_visual_vocabulary_is_deterministic():
     np.testing.assert_array_equal(a.centroids_, b.centroids_)
 
 
+def test_vocabulary_shrinks_to_what_the_sample_supports_and_says_so(caplog):
+    """The issue's case: ~1 sampled descriptor per word. 5 per word at least."""
+    sample = np.random.default_rng(4).standard_normal((1040, 8)).astype(np.float32)
+    with caplog.at_level("WARNING"):
+        fitted = fit_visual_vocabulary(sample, 1000, seed=0, n_iter=2, nprobe=2)
+    assert fitted.n_words == 1040 // 5 == 208
+    assert "seeds.bovw.vocabulary_size: 1000 words asked" in caplog.text and "fitting 208 words" in caplog.text
+    caplog.clear()
+    assert fit_visual_vocabulary(sample, 208, seed=0, n_iter=2, nprobe=2).n_words == 208
+    assert "vocabulary_size" not in caplog.text
+    with pytest.raises(NdirInputError, match="seeds.bovw.vocabulary_size"):
+        fit_visual_vocabulary(sample[:9], 4, seed=0, n_iter=2, nprobe=2)
+
+
 def test_save_load_round_trip(vocabulary, tmp_path):
     path = tmp_path / "vocabulary.npz"
     vocabulary.save(path)

@@ -29,11 +29,17 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 from ndir.codebooks import _read_npz, _write_npz, kmeans
+from ndir.errors import NdirInputError
 
 logger = logging.getLogger(__name__)
 
 ASSIGN_CHUNK = 65536
 """Descriptors per faiss search call."""
+
+MIN_POINTS_PER_WORD = 5
+"""Fewest sampled descriptors per visual word: below it most words would be fitted to
+one or two descriptors (k-means degenerates into sampling), so the vocabulary is made
+smaller. The default run samples 6.4 per word (128,800 for 20,000 words)."""
 
 
 def inverted_file_lists(n_words):
@@ -105,7 +111,31 @@ class VisualVocabulary:
 
 
 def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8):
-    """k-means vocabulary of ``n_words`` on a descriptor sample (n, 128) float32 (faiss)."""
+    """k-means vocabulary on a descriptor sample (n, 128) float32 (faiss).
+
+    ``n_words`` words, or ``n // MIN_POINTS_PER_WORD`` when the sample is too small
+    for that many (logged as a WARNING naming ``seeds.bovw.vocabulary_size``; the
+    vocabulary's ``n_words`` says what was fitted). NdirInputError when the sample
+    cannot support even two words.
+    """
+    supported = len(sample) // MIN_POINTS_PER_WORD
+    if n_words > supported:
+        if supported < 2:
+            raise NdirInputError(
+                f"seeds.bovw.vocabulary_size: {len(sample)} sampled descriptors cannot support a visual "
+                f"vocabulary ({MIN_POINTS_PER_WORD} per word at least); use more training images or "
+                "raise codebooks.descriptors_per_image"
+            )
+        logger.warning(
+            "seeds.bovw.vocabulary_size: %d words asked, but %d sampled descriptors support %d at %d per word; "
+            "fitting %d words (raise codebooks.descriptors_per_image or use more training images for more)",
+            n_words,
+            len(sample),
+            supported,
+            MIN_POINTS_PER_WORD,
+            supported,
+        )
+        n_words = supported
     centroids = kmeans(np.ascontiguousarray(sample, dtype=np.float32), n_words, seed=seed, n_iter=n_iter)
     return VisualVocabulary(centroids, seed, n_iter, nprobe)
 
