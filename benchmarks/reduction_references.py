@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ndir.evaluation import holidays_map
-from ndir.pipeline import split_signatures
 from ndir.projection import PCAProjection
+from ndir.stages.common import split_signatures
 
 
 def l2_rows(Y):

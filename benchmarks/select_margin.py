@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ndir.evaluation import holidays_map
-from ndir.pipeline import split_signatures
 from ndir.projection import SparseRankProjector
+from ndir.stages.common import split_signatures
 
 
 def held_out_split(groups, fraction, seed):

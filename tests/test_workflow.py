@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from ndir.evaluation import holidays_map
-from ndir.pipeline import read_image_table
 from ndir.projection import load_projector
+from ndir.stages.common import read_image_table
 
 from .conftest import REPO, run_snakemake
 

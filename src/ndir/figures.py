@@ -1,6 +1,6 @@
 """Figures 2-4 of Negrel et al. 2014 from training histories, as PNG and PDF.
 
-A history is what :func:`ndir.pipeline.train_sparse_projector` writes: one row per
+A history is what :func:`ndir.stages.sparse.train_sparse_projector` writes: one row per
 iteration with ``objective`` and, every few steps, ``{train,test}_map_{dot,l2}``.
 Each figure takes a list of ``(signature, R, tau, history)`` tuples.
 """

@@ -1,14 +1,17 @@
-"""The workflow's stage functions, run without Snakemake on small folders."""
+"""The workflow's stage functions (:mod:`ndir.stages`), run without Snakemake on small folders."""
 
 import json
+import logging
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
 import pandas as pd
 import pytest
 
-from ndir import pipeline
 from ndir.errors import ConfigError, DatasetError
+from ndir.stages.common import atomic_output, run_rule, shard_rows
+from ndir.stages.data import index_dataset
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 
@@ -26,7 +29,7 @@ def _write_holidays(folder, n_groups, per_group=3, size=(96, 128)):
 
 def _index(folder, tmp_path, max_dim=4, keep_together=None):
     outputs = {name: str(tmp_path / f"out/{name}") for name in ("images.csv", "skipped.csv", "report.json")}
-    pipeline.index_dataset(
+    index_dataset(
         images=outputs["images.csv"],
         skipped=outputs["skipped.csv"],
         report=outputs["report.json"],
@@ -91,7 +94,7 @@ def test_missing_folder_names_it(tmp_path):
 
 def test_a_failed_stage_leaves_no_output(tmp_path):
     target = tmp_path / "table.csv"
-    with pytest.raises(RuntimeError), pipeline.atomic_output(target) as tmp:
+    with pytest.raises(RuntimeError), atomic_output(target) as tmp:
         open(tmp, "w").write("half a table")
         raise RuntimeError("crash while writing")
     assert not target.exists()
@@ -99,6 +102,55 @@ def test_a_failed_stage_leaves_no_output(tmp_path):
 
 
 def test_shards_cover_every_image_once():
-    rows = [pipeline.shard_rows(10, s, 3) for s in range(3)]
+    rows = [shard_rows(10, s, 3) for s in range(3)]
     covered = np.concatenate([np.arange(10)[r] for r in rows])
     assert np.array_equal(covered, np.arange(10))
+
+
+class _Named(dict):
+    """A Snakemake job's named ``input``, ``output`` or ``params``: ``.items()`` of names."""
+
+
+def _fake_job(tmp_path):
+    return SimpleNamespace(
+        input=_Named(images=str(tmp_path / "images.csv")),
+        output=_Named(table=str(tmp_path / "table.csv")),
+        params=_Named(seed=3),
+        log=[str(tmp_path / "job.log")],
+        threads=1,
+    )
+
+
+def _failing_stage(error):
+    def stage(images, table, seed):
+        logging.getLogger("ndir.stages.test").info("stage started with seed %d", seed)
+        raise error
+
+    return stage
+
+
+def test_a_failing_stage_leaves_its_traceback_in_the_log(tmp_path):
+    """Any error, not only bad input, is logged with its traceback before it propagates."""
+    job = _fake_job(tmp_path)
+    with pytest.raises(ValueError, match="singular matrix"):
+        run_rule(job, _failing_stage(ValueError("singular matrix")))
+    log = (tmp_path / "job.log").read_text()
+    assert "stage started with seed 3" in log
+    assert "Traceback (most recent call last)" in log
+    assert "ValueError: singular matrix" in log
+    assert 'in stage\n    raise error' in log
+
+
+def test_bad_input_ends_the_job_with_one_line_and_a_logged_traceback(tmp_path, capsys):
+    """Bad input exits with status 1 and a one-line message on stderr; the log has the traceback."""
+    job = _fake_job(tmp_path)
+    error = DatasetError("data/holidays: no images found")
+    with pytest.raises(SystemExit) as exit_info:
+        run_rule(job, _failing_stage(error))
+    assert exit_info.value.code == 1
+    assert exit_info.value.__cause__ is error
+    assert capsys.readouterr().err == "ndir: error: data/holidays: no images found\n"
+    log = (tmp_path / "job.log").read_text()
+    assert "Traceback (most recent call last)" in log
+    assert "ndir.errors.DatasetError: data/holidays: no images found" in log
+    assert 'in stage\n    raise error' in log

@@ -1,0 +1,55 @@
+"""Stages of ``workflow/rules/codebooks.smk``: the descriptor sample and the codebooks fitted on it."""
+
+import logging
+
+import numpy as np
+
+from .. import codebooks
+from .common import atomic_output, describe_image, read_image_table
+
+logger = logging.getLogger(__name__)
+
+
+def sample_descriptors(images, sample, per_image, seed, descriptors):
+    """Sample ``per_image`` local descriptors from each training image.
+
+    Streams image by image: only the sample, (n_train * per_image, 128) float32,
+    is ever held in memory.
+    """
+    table = read_image_table(images)
+    train = table[table["split"] == "train"]
+    rng = np.random.default_rng(seed)
+    parts = []
+    for path in train["path"]:
+        local = describe_image(path, descriptors)
+        take = min(per_image, len(local))
+        parts.append(local[rng.choice(len(local), size=take, replace=False)])
+    stacked = np.concatenate(parts).astype(np.float32, copy=False)
+    with atomic_output(sample) as tmp:
+        np.save(tmp, stacked)
+    logger.info("sampled %d descriptors from %d training images", len(stacked), len(train))
+
+
+def fit_descriptor_pca(sample, pca, n_components):
+    """Fit the PCA of local descriptors (paper: 80 dims, for the Fisher Vectors)."""
+    model = codebooks.fit_descriptor_pca(np.load(sample), n_components=n_components)
+    with atomic_output(pca) as tmp:
+        model.save(tmp)
+
+
+def fit_vlad_codebook(sample, codebook, n_clusters, n_components, n_iter, seed):
+    """Fit k-means and the cluster-wise PCA of a VLAD-K codebook."""
+    model = codebooks.fit_vlad_codebook(
+        np.load(sample), n_clusters=n_clusters, n_components=n_components, seed=seed, n_iter=n_iter
+    )
+    with atomic_output(codebook) as tmp:
+        model.save(tmp)
+
+
+def fit_fisher_codebook(sample, pca, codebook, n_clusters, n_iter, seed):
+    """Fit the diagonal GMM of an FV-K codebook on PCA-reduced descriptors."""
+    model = codebooks.fit_fisher_codebook(
+        np.load(sample), n_clusters=n_clusters, pca=codebooks.DescriptorPCA.load(pca), seed=seed, n_iter=n_iter
+    )
+    with atomic_output(codebook) as tmp:
+        model.save(tmp)

@@ -1,0 +1,191 @@
+"""What several stages share: running a rule, atomic writes, the image table and its splits.
+
+The stage modules' counterpart of ``workflow/rules/common.smk``.
+"""
+
+import json
+import logging
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
+
+from ..descriptors import image_descriptors
+from ..errors import DatasetError, NdirInputError
+
+logger = logging.getLogger(__name__)
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_rule(smk, stage):
+    """Run ``stage`` with a Snakemake job's named input, output and params.
+
+    Logging goes to the job's log file (stderr when the rule has none); BLAS and
+    OpenMP get the job's threads. A failing stage leaves its traceback in the log
+    file whatever the error. Bad input (:class:`~ndir.errors.NdirInputError`) then
+    ends the job with its one-line message on stderr (``SystemExit(1)``); any
+    other exception propagates as it is.
+    """
+    kwargs = {**dict(smk.input.items()), **dict(smk.output.items())}
+    kwargs.update(smk.params.items())
+    with _logging_to(smk.log[0] if smk.log else None), threadpool_limits(limits=smk.threads):
+        try:
+            stage(**kwargs)
+        except NdirInputError as error:
+            logger.exception("%s", error)
+            print(f"ndir: error: {error}", file=sys.stderr)
+            raise SystemExit(1) from error
+        except Exception:
+            logger.exception("%s failed", stage.__name__)
+            raise
+
+
+@contextmanager
+def _logging_to(path):
+    """Send INFO and above of every logger to the file ``path`` (None: stderr) meanwhile."""
+    handler = logging.StreamHandler() if path is None else logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@contextmanager
+def atomic_output(path):
+    """Yield a temporary path beside ``path``; move it into place on success.
+
+    A job that fails leaves no half-written result behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(obj, path):
+    """Write ``obj`` as indented JSON with sorted keys, atomically."""
+    with atomic_output(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def write_csv(df, path):
+    """Write a data frame as CSV without its index, atomically."""
+    with atomic_output(path) as tmp:
+        df.to_csv(tmp, index=False)
+
+
+def table_caption(title, data_report, with_paper):
+    """``title``, the data set and test split it was measured on, and why the paper's
+    values are absent when they are.
+
+    ``data_report`` is the JSON summary written by :func:`ndir.stages.data.index_dataset`.
+    """
+    with open(data_report) as f:
+        summary = json.load(f)
+    test = summary["splits"].get("test", {})
+    caption = (
+        f"{title}, {summary['kind']} data, test split "
+        f"({test.get('n_groups', 0)} groups, {test.get('n_images', 0)} images)."
+    )
+    if not with_paper:
+        caption += " The paper's values (INRIA Holidays) are shown only when the data set is Holidays."
+    return caption
+
+
+# --------------------------------------------------------------------------- the image table
+
+
+def read_image_table(path):
+    """Read the image table written by :func:`ndir.stages.data.index_dataset`."""
+    return pd.read_csv(path, dtype={"image_id": str, "group_name": str})
+
+
+def shard_rows(n_images, shard, n_shards):
+    """Row slice of shard ``shard`` of ``n_shards`` contiguous, near-equal shards."""
+    return slice(shard * n_images // n_shards, (shard + 1) * n_images // n_shards)
+
+
+def read_shard(images, shard, n_shards):
+    """The rows of the image table ``images`` in shard ``shard`` of ``n_shards``."""
+    table = read_image_table(images)
+    return table.iloc[shard_rows(len(table), shard, n_shards)]
+
+
+def check_shard_order(images, image_ids, what, rule):
+    """Raise :class:`~ndir.errors.DatasetError` unless the shards' concatenated
+    ``image_ids`` are the image table's, in its order; the message names the
+    shards (``what``) and the ``rule`` that writes them."""
+    table = read_image_table(images)
+    if not np.array_equal(np.concatenate(image_ids), table["image_id"].to_numpy(dtype=str)):
+        raise DatasetError(f"{images}: the {what} shards do not match the image table; rerun {rule}")
+
+
+def describe_image(path, params):
+    """Local descriptors of one image file, (n, 128) float32, with the workflow's
+    descriptor ``params`` (``max_width``, ``step``, ``cell_sizes``)."""
+    return image_descriptors(
+        path, max_width=params["max_width"], step=params["step"], cell_sizes=tuple(params["cell_sizes"])
+    )
+
+
+def signature_name(path):
+    """The signature name of a codebook (``.npz``) or signature (``.npy``) file:
+    ``results/codebooks/fv-64.npz`` and ``results/signatures/fv-64.npy`` -> ``fv-64``."""
+    return Path(path).name.removesuffix(".npz").removesuffix(".npy")
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def split_rows(images, X):
+    """Rows of ``X`` (one per image of the table ``images``) by split.
+
+    Returns ``{split: (X_split, groups, is_query)}`` for ``train`` and ``test``;
+    ``X`` may be a NumPy array (returned as contiguous float32) or a sparse matrix.
+    """
+    table = read_image_table(images)
+    if X.shape[0] != len(table):
+        raise DatasetError(f"{images}: {len(table)} images but {X.shape[0]} signatures; rerun the encoding rules")
+    out = {}
+    for name in ("train", "test"):
+        mask = (table["split"] == name).to_numpy()
+        rows = X[mask] if sp.issparse(X) else np.ascontiguousarray(X[mask], dtype=np.float32)
+        out[name] = (
+            rows,
+            table.loc[mask, "group"].to_numpy(),
+            table.loc[mask, "is_query"].to_numpy(dtype=bool),
+        )
+    return out
+
+
+def split_signatures(images, signatures):
+    """Load signatures (an (n_images, D) ``.npy``) and the image table;
+    return ``{split: (X, groups, is_query)}`` as :func:`split_rows`."""
+    return split_rows(images, np.load(signatures, mmap_mode="r"))

@@ -1,0 +1,106 @@
+"""Stages of ``workflow/rules/data.smk``: build the embedded set, scan, check and split a data set."""
+
+import logging
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+from .. import data
+from ..descriptors import min_image_size
+from ..errors import ConfigError, DatasetError
+from .common import write_csv, write_json
+
+logger = logging.getLogger(__name__)
+
+
+def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, seed):
+    """Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
+    with _atomic_folder(folder) as tmp:
+        table = data.build_embedded_dataset(
+            tmp, n_groups=n_groups, seed=seed, view_size=view_size, allow_overlap=allow_overlap
+        )
+    logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
+
+
+@contextmanager
+def _atomic_folder(folder):
+    """Yield a temporary folder beside ``folder``; move it into place on success."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        yield tmp
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def index_dataset(images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, max_dim):
+    """Scan, check and split a data set; write the image table and a data report.
+
+    Parameters
+    ----------
+    images, skipped, report : str
+        Output paths: the image table (CSV, one row per kept image, with its
+        ``split``), the skipped images with reasons (CSV) and a JSON summary.
+    kind, root : str
+        Data set kind (``embedded``, ``holidays``, ``ukbench``, ``folders``) and folder.
+    train_fraction : float
+        Share of groups in the training split.
+    keep_together : dict or None
+        ``{"table": CSV, "column": name}``: images with equal labels stay in one
+        split (:func:`ndir.data.keep_together_labels`); None splits by group alone.
+    seed : int
+        Seed of the group split.
+    descriptors : dict
+        Descriptor parameters; images too small for one patch are skipped.
+    max_dim : int
+        Largest PCA output dimension asked for: the training split must hold more images.
+    """
+    table, ignored = data.scan_dataset(kind, root)
+    kept, skipped_rows = data.validate_images(table, min_size=descriptors_min_size(descriptors))
+    if kept.empty:
+        raise DatasetError(f"{root}: no usable image groups left after checking the images; see {skipped}")
+    together = (
+        None
+        if keep_together is None
+        else data.keep_together_labels(kept, root, keep_together["table"], keep_together["column"])
+    )
+    split = data.split_groups(kept, train_fraction=train_fraction, seed=seed, together=together)
+    n_train = int((split["split"] == "train").sum())
+    if n_train <= max_dim:
+        raise ConfigError(
+            f"baseline.dims: the training split holds {n_train} images, but PCA to R = {max_dim} "
+            f"needs more than {max_dim}; use a larger data set (embedded.n_groups) or smaller dims"
+        )
+    summary = {
+        "kind": kind,
+        "root": str(root),
+        "n_images_found": int(len(table)),
+        "n_files_ignored": int(len(ignored)),
+        "n_images_skipped": int(len(skipped_rows)),
+        "skipped_reasons": {str(k): int(v) for k, v in skipped_rows.get("reason", pd.Series(dtype=str)).value_counts().items()},
+        "n_images": int(len(split)),
+        "n_groups": int(split["group"].nunique()),
+        "kept_together": None if keep_together is None else keep_together["column"],
+        "splits": {
+            name: {"n_groups": int(part["group"].nunique()), "n_images": int(len(part))}
+            for name, part in split.groupby("split")
+        },
+    }
+    write_csv(split, images)
+    write_csv(pd.concat([skipped_rows, ignored], ignore_index=True), skipped)
+    write_json(summary, report)
+    logger.info("data set: %s", summary)
+
+
+def descriptors_min_size(params):
+    """Smallest image side (px) that fits one descriptor patch at the finest scale."""
+    return min_image_size(params["cell_sizes"])

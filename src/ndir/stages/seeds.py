@@ -1,0 +1,263 @@
+"""Stages of ``workflow/rules/seeds.smk``: the bag of visual words, the seeds' learners
+(tf-idf, SOML, the sparse similarity matrix) and their comparison with PCA and the
+sparse rank projectors.
+"""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from .. import bovw, comparison, report
+from ..evaluation import holidays_map, map_from_scores
+from ..projection import PCAProjection, load_projector, projection_cost
+from ..similarity_matrix import SparseSimilarityMatrix
+from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
+from .common import (
+    atomic_output,
+    check_shard_order,
+    describe_image,
+    read_image_table,
+    read_shard,
+    signature_name,
+    split_rows,
+    split_signatures,
+    write_json,
+)
+from .sparse import final_maps
+
+logger = logging.getLogger(__name__)
+
+
+def fit_visual_vocabulary(sample, vocabulary, n_words, n_iter, nprobe, seed):
+    """Fit the visual vocabulary (k-means, faiss) of the bag of visual words."""
+    model = bovw.fit_visual_vocabulary(np.load(sample), n_words, seed=seed, n_iter=n_iter, nprobe=nprobe)
+    with atomic_output(vocabulary) as tmp:
+        model.save(tmp)
+
+
+def encode_bovw_shard(images, vocabulary, counts, shard, n_shards, descriptors):
+    """Word counts of one shard of the images, as the arrays of a CSR matrix in an ``.npz``.
+
+    Each image's descriptors are recomputed (tens of ms) rather than shared with
+    :func:`ndir.stages.signatures.encode_shard`, so that Table I does not wait for
+    the 20,000-word k-means.
+    """
+    part = read_shard(images, shard, n_shards)
+    model = bovw.VisualVocabulary.load(vocabulary)
+    rows = []
+    for i, path in enumerate(part["path"]):
+        rows.append(sp.csr_array(model.encode(describe_image(path, descriptors))[None, :]))
+        if (i + 1) % 25 == 0:
+            logger.info("bovw shard %d: %d / %d images", shard, i + 1, len(part))
+    matrix = sp.vstack(rows, format="csr") if rows else sp.csr_array((0, model.n_words), dtype=np.float32)
+    with atomic_output(counts) as tmp:
+        np.savez(
+            tmp,
+            image_id=part["image_id"].to_numpy(dtype=str),
+            data=matrix.data.astype(np.float32),
+            indices=matrix.indices.astype(np.int32),
+            indptr=matrix.indptr.astype(np.int64),
+            shape=np.asarray(matrix.shape),
+        )
+
+
+def gather_bovw(images, shards, counts):
+    """Stack the word-count shards into one (n_images, n_words) CSR ``.npz`` (scipy)."""
+    parts, ids = [], []
+    for path in shards:
+        with np.load(path) as npz:
+            parts.append(sp.csr_array((npz["data"], npz["indices"], npz["indptr"]), shape=tuple(npz["shape"])))
+            ids.append(npz["image_id"])
+    check_shard_order(images, ids, "word-count", "encode_bovw_shard")
+    with atomic_output(counts) as tmp:
+        sp.save_npz(tmp, sp.csr_matrix(sp.vstack(parts, format="csr")))
+
+
+def _bovw_splits(images, counts):
+    """Word counts by split: ``{split: (counts CSR, groups, is_query)}``."""
+    return split_rows(images, sp.load_npz(counts).tocsr())
+
+
+def _tfidf_splits(images, counts):
+    """tf-idf vectors by split, the idf from the training split's counts."""
+    splits = _bovw_splits(images, counts)
+    idf = bovw.inverse_document_frequency(splits["train"][0])
+    return {name: (bovw.tfidf(C, idf), groups, is_query) for name, (C, groups, is_query) in splits.items()}
+
+
+def _learning_splits(images, signatures):
+    """Splits of the learners' input: tf-idf for the word counts (``.npz``), else VLAD/FV."""
+    if str(signatures).endswith(".npz"):
+        return _tfidf_splits(images, signatures)
+    return split_signatures(images, signatures)
+
+
+def _test_scores(score_pairs, X, groups, is_query):
+    """Holidays mAP on the test split of a model's ``score_pairs(Q, X)``, and the queries' rows ``Q``."""
+    query_rows = np.flatnonzero(is_query)
+    scores = np.asarray(score_pairs(X[query_rows], X), dtype=np.float64)
+    return map_from_scores(scores, query_rows, groups), X[query_rows]
+
+
+def evaluate_tfidf(images, counts, record):
+    """Record of the tf-idf baseline: cosine of tf-idf vectors, no learning."""
+    splits = _bovw_splits(images, counts)
+    start = time.perf_counter()
+    idf = bovw.inverse_document_frequency(splits["train"][0])
+    train_s = time.perf_counter() - start
+    C_test, groups, is_query = splits["test"]
+    X_test = bovw.tfidf(C_test, idf)
+    test_map, Q = _test_scores(lambda A, B: (A @ B.T).toarray(), X_test, groups, is_query)
+    madds = comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(Q, X_test).mean()
+    result = {
+        "method": "tf-idf",
+        "signature": "tfidf",
+        "query_dims": comparison.mean_nonzeros(Q),
+        "model_bytes": 4 * len(idf),
+        "db_bytes_per_image": comparison.database_bytes(X_test, sparse=True),
+        "madds_per_query": float(madds),
+        "test_map": test_map,
+        "train_s": train_s,
+        "n_words": len(idf),
+    }
+    write_json(comparison.check_record(result), record)
+    logger.info("tf-idf: %s", result)
+
+
+def train_soml(images, signatures, model, record, variant, options, negatives_per_pair, epochs, seed):
+    """Learn a SOML diagonal metric (Gao et al. 2014) on the training split; record its test mAP.
+
+    ``variant`` ``"tg"`` (truncated gradient), ``"da"`` or ``"da-algorithm2"`` (dual
+    averaging, the two readings of ``SOMLDualAveraging.update``) with the ``options``
+    of its estimator. Writes the weights (``.npz``) and a comparison record.
+    """
+    estimator_class = SOMLTruncatedGradient if variant == "tg" else SOMLDualAveraging
+    splits = _learning_splits(images, signatures)
+    X_train, groups_train, _ = splits["train"]
+    estimator = estimator_class(**options, negatives_per_pair=negatives_per_pair, n_epochs=epochs, random_state=seed)
+    start = time.perf_counter()
+    estimator.fit(X_train, groups_train)
+    train_s = time.perf_counter() - start
+    X_test, groups, is_query = splits["test"]
+    test_map, Q = _test_scores(estimator.score_pairs, X_test, groups, is_query)
+    mapped = estimator.transform(Q)
+    name = "tfidf" if str(signatures).endswith(".npz") else signature_name(signatures)
+    result = {
+        "method": {"tg": "SOML-TG", "da": "SOML-DA", "da-algorithm2": "SOML-DA (Alg. 2)"}[variant],
+        "signature": name,
+        "query_dims": comparison.mean_nonzeros(mapped),
+        "model_bytes": int(estimator.model_bytes_),
+        # The database keeps each signature on the support of w: sparse tf-idf stays
+        # sparse, a dense FV keeps its nnz(w) weighted dimensions.
+        "db_bytes_per_image": comparison.database_bytes(estimator.transform(X_test), sparse=sp.issparse(X_test)),
+        "madds_per_query": float(
+            comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(mapped, X_test).mean()
+        ),
+        "test_map": test_map,
+        "train_s": train_s,
+        "sparsity": float(estimator.sparsity_),
+        "n_nonzero": int(estimator.n_nonzero_),
+        "n_triplets": int(estimator.n_triplets_),
+        "n_active": int(estimator.n_active_),
+    }
+    with atomic_output(model) as tmp:
+        np.savez(tmp, coef=estimator.coef_, variant=np.asarray(variant), signature=np.asarray(name))
+    write_json(comparison.check_record(result), record)
+    logger.info("SOML-%s on %s: %s", variant.upper(), name, result)
+
+
+def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed):
+    """Learn Yan & Yu's sparse similarity matrix on the training split; record its test mAP.
+
+    Writes the matrix M^s (scipy ``.npz``, CSR) and a comparison record.
+    """
+    splits = _bovw_splits(images, counts)
+    C_train, groups_train, _ = splits["train"]
+    words = bovw.VisualVocabulary.load(vocabulary).centroids_
+    estimator = SparseSimilarityMatrix(**options, random_state=seed)
+    start = time.perf_counter()
+    estimator.fit(C_train, groups_train, words)
+    train_s = time.perf_counter() - start
+    C_test, groups, is_query = splits["test"]
+    test_map, Q = _test_scores(estimator.score_pairs, C_test, groups, is_query)
+    # A query is mapped to q M (a sparse row of M per query word), then compared
+    # with the database's counts; the database norms sqrt(x^T M x) are precomputed.
+    M = sp.csr_matrix(estimator.metric_)
+    row_nnz = np.diff(M.indptr).astype(np.float64)
+    mapped = comparison.support(Q) @ comparison.support(M)
+    result = {
+        "method": "sparse similarity matrix",
+        "signature": "tfidf",
+        "query_dims": comparison.mean_nonzeros(mapped),
+        "model_bytes": int(estimator.model_bytes_),
+        # The database keeps its word frequencies and one norm sqrt(x^T M x) per image.
+        "db_bytes_per_image": comparison.database_bytes(C_test, sparse=True) + 4,
+        "madds_per_query": float(
+            (comparison.support(Q) @ row_nnz).mean() + comparison.sparse_dot_madds(mapped, C_test).mean()
+        ),
+        "test_map": test_map,
+        "train_s": train_s,
+        "n_parameters": int(sp.triu(M).nnz),
+        "holdout_map": float(estimator.holdout_map_),
+        "best_iteration": int(estimator.best_iteration_),
+        "n_hard_triplets": int(estimator.n_hard_triplets_),
+        "n_random_triplets": int(estimator.n_random_triplets_),
+    }
+    with atomic_output(model) as tmp:
+        sp.save_npz(tmp, M)
+    write_json(comparison.check_record(result), record)
+    logger.info("sparse similarity matrix: %s", result)
+
+
+def seeds_comparison(images, records, signatures, projectors, histories, table, figure, dims):
+    """The comparison table and figure: the seeds' learners, PCA and the sparse projectors.
+
+    ``records`` are the JSON records of the tf-idf baseline and the seeds' learners;
+    PCA is fitted here for each of ``dims`` on each of ``signatures``; the sparse
+    rank projectors (``projectors``, with their ``histories``) were trained by
+    :func:`ndir.stages.sparse.train_sparse_projector`. See :mod:`ndir.comparison`
+    for the columns.
+    """
+    from .. import figures as plots  # matplotlib, only for the one stage that draws
+
+    rows = [json.loads(Path(path).read_text()) for path in records]
+    for path in signatures:
+        name = signature_name(path)
+        splits = split_signatures(images, path)
+        X_train = splits["train"][0]
+        X_test, groups, is_query = splits["test"]
+        for R in dims:
+            start = time.perf_counter()
+            pca = PCAProjection(n_components=R).fit(X_train)
+            train_s = time.perf_counter() - start
+            test_map = holidays_map(pca.transform(X_test), groups, is_query)
+            rows.append(
+                comparison.dense_projection_record(f"PCA R={R}", name, X_test.shape[1], R, len(X_test), test_map, train_s)
+            )
+    n_test = int((read_image_table(images)["split"] == "test").sum())
+    maps = final_maps(histories).set_index(["signature", "R", "tau"])["final"]
+    for path in projectors:
+        U, meta = load_projector(path)
+        R, tau = meta["n_components"], meta["sparsity"]
+        rows.append(
+            comparison.sparse_projection_record(
+                f"sparse rank R={R} τ={tau:g}",
+                meta["signature"],
+                projection_cost(U),
+                n_test,
+                maps.loc[(meta["signature"], R, tau)],
+                meta["fit_seconds"],
+            )
+        )
+    frame = pd.DataFrame([comparison.check_record(row) for row in rows])
+    report.write_table(
+        report.seeds_comparison_table(frame),
+        Path(table[0]).with_suffix(""),
+        caption="Sparse similarity learners on the same split: size and cost at query time, test mAP (%)",
+    )
+    plots.seeds_comparison_figure(frame, stem=Path(figure[0]).with_suffix(""))

@@ -1,0 +1,48 @@
+"""Stages of ``workflow/rules/signatures.smk``: VLAD and Fisher Vector signatures of every image."""
+
+import logging
+
+import numpy as np
+
+from ..encoding import power_l2_normalise
+from ..index import load_codebook
+from .common import atomic_output, check_shard_order, describe_image, read_shard, signature_name
+
+logger = logging.getLogger(__name__)
+
+
+def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descriptors):
+    """Encode one shard of the images with every codebook.
+
+    Each image's local descriptors are computed once and encoded with all
+    codebooks, then power- (``alpha``) and L2-normalised. Writes an ``.npz`` with
+    one (n_shard_images, D) float32 array per codebook name and ``image_id``.
+    """
+    part = read_shard(images, shard, n_shards)
+    models = {signature_name(path): load_codebook(path)[0] for path in codebooks}
+    out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
+    for i, path in enumerate(part["path"]):
+        local = describe_image(path, descriptors)
+        for name, model in models.items():
+            out[name][i] = model.encode(local)
+        if (i + 1) % 25 == 0:
+            logger.info("shard %d: %d / %d images", shard, i + 1, len(part))
+    for name in out:
+        out[name] = power_l2_normalise(out[name], alpha=alpha)
+    with atomic_output(signatures) as tmp:
+        np.savez(tmp, image_id=part["image_id"].to_numpy(dtype=str), **out)
+
+
+def gather_signatures(images, shards, signatures, name):
+    """Concatenate one signature's shards into an (n_images, D) float32 ``.npy``.
+
+    Rows follow the image table's order, which is checked.
+    """
+    parts, ids = [], []
+    for path in shards:
+        with np.load(path) as npz:
+            parts.append(npz[name])
+            ids.append(npz["image_id"])
+    check_shard_order(images, ids, "signature", "encode_shard")
+    with atomic_output(signatures) as tmp:
+        np.save(tmp, np.concatenate(parts))

@@ -1,0 +1,197 @@
+"""Stages of ``workflow/rules/sparse.smk``: sparse rank projectors, Table II, their costs and Figures 2-4."""
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import report
+from ..evaluation import holidays_map
+from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
+from .common import atomic_output, signature_name, split_signatures, table_caption, write_csv
+
+logger = logging.getLogger(__name__)
+
+#: How reduced signatures are scored in the history and tables: ``dot`` is the
+#: similarity the projector is trained for, ``y_q^T y_j`` (Eq. 2); ``l2`` first
+#: L2-normalises the reduced signatures, as the PCA baseline of Table I does.
+SCORINGS = ("dot", "l2")
+
+
+def reduced_map(projector, X, groups, is_query):
+    """mAP of ``X U`` under each scoring of :data:`SCORINGS`, as a dict.
+
+    ``X`` is (n, D), ``projector.components_`` the sparse (D, R) ``U``.
+    """
+    Y = X @ projector.components_.toarray()
+    norms = np.linalg.norm(Y, axis=1, keepdims=True)
+    Y_l2 = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+    return {
+        "dot": holidays_map(Y, groups, is_query),
+        "l2": holidays_map(Y_l2, groups, is_query),
+    }
+
+
+def train_sparse_projector(
+    images,
+    signatures,
+    projector,
+    history,
+    n_components,
+    sparsity,
+    max_iter,
+    queries_per_step,
+    margin,
+    tol,
+    renormalize,
+    line_search,
+    eval_every,
+    seed,
+):
+    """Learn a sparse rank projector (Algorithm 1) on the training split.
+
+    Writes the projector (``.npz``, see :mod:`ndir.projection.storage`) and its
+    history (CSV): one row per iteration with the objective (Eq. 13), the objective
+    before that step's l0 projection and the step size, and every
+    ``eval_every`` steps the train and test mAP under both scorings
+    (``{train,test}_map_{dot,l2}``, in [0, 1]). Iteration 0 is the initial PCA
+    projectors after the l0 projection: the "thresholded PCA, no learning" ablation.
+    """
+    splits = split_signatures(images, signatures)
+    X_train, groups_train, is_query_train = splits["train"]
+    measured = []
+    evaluation_seconds = []
+
+    def record(iteration, model):
+        start = time.perf_counter()
+        row = {"iteration": iteration}
+        for name, (X, groups, is_query) in splits.items():
+            for scoring, value in reduced_map(model, X, groups, is_query).items():
+                row[f"{name}_map_{scoring}"] = value
+        measured.append(row)
+        logger.info("iteration %d: %s", iteration, row)
+        evaluation_seconds.append(time.perf_counter() - start)
+
+    model = SparseRankProjector(
+        n_components=n_components,
+        sparsity=sparsity,
+        max_iter=max_iter,
+        n_queries_per_step=queries_per_step,
+        margin=margin,
+        tol=tol,
+        renormalize=renormalize,
+        line_search=line_search,
+        callback=record,
+        callback_every=eval_every,
+        n_jobs=1,
+        random_state=seed,
+    )
+    start = time.perf_counter()
+    model.fit(X_train, groups_train, queries=is_query_train)
+    # The fit's own time: the mAP measurements of the callback are not training.
+    fit_seconds = time.perf_counter() - start - sum(evaluation_seconds)
+    # Row t: the state after t steps; the objective at U_{t-1} - mu G before its l0
+    # projection, and the step mu that led there.
+    curve = pd.DataFrame(
+        {
+            "iteration": np.arange(len(model.objective_)),
+            "objective": model.objective_,
+            "objective_before_projection": np.concatenate([[np.nan], model.objective_unprojected_]),
+            "step_size": np.concatenate([[np.nan], model.step_sizes_]),
+        }
+    )
+    curve = curve.merge(pd.DataFrame(measured), on="iteration", how="left")
+    with atomic_output(projector) as tmp:
+        save_projector(
+            tmp,
+            model.components_,
+            signature=signature_name(signatures),
+            n_features=int(X_train.shape[1]),
+            n_components=int(n_components),
+            sparsity=float(sparsity),
+            n_nonzero=int(model.n_nonzero_),
+            n_iter=int(model.n_iter_),
+            margin=float(margin),
+            renormalize=bool(renormalize),
+            line_search=str(line_search),
+            seed=int(seed),
+            fit_seconds=round(fit_seconds, 3),
+        )
+    write_csv(curve, history)
+
+
+def read_history(path):
+    """A training history and its run's (signature, R, tau) from its path
+    (``results/sparse/<signature>/R<R>-tau<tau>.csv``)."""
+    path = Path(path)
+    R, tau = path.stem.removeprefix("R").split("-tau")
+    return path.parent.name, int(R), float(tau), pd.read_csv(path)
+
+
+def final_maps(histories, split="test", scoring="l2"):
+    """Long table ``signature, encoding, K, R, tau, initial, final`` (mAP in [0, 1]).
+
+    ``initial`` is the thresholded PCA projector (iteration 0), ``final`` the learned
+    one at the last iterate; ``scoring`` is one of :data:`SCORINGS`.
+    """
+    rows = []
+    for path in histories:
+        signature, R, tau, curve = read_history(path)
+        maps = curve[f"{split}_map_{scoring}"].dropna()
+        encoding_name, K = signature.split("-")
+        rows.append(
+            {
+                "signature": signature,
+                "encoding": encoding_name,
+                "K": int(K),
+                "R": R,
+                "tau": tau,
+                "initial": maps.iloc[0],
+                "final": maps.iloc[-1],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def table2(histories, data_report, table, table_dot, ablation, kind):
+    """Table II (test mAP of the sparse projectors), scored like Table I (L2-normalised
+    reductions) and by the raw dot product, and the thresholded-PCA ablation."""
+    maps = {scoring: final_maps(histories, scoring=scoring) for scoring in SCORINGS}
+    paper = report.load_paper_table2() if kind == "holidays" else None
+    titles = {
+        "l2": "Table II: mAP (%) of signatures reduced by sparse rank projectors (L2-normalised, as Table I)",
+        "dot": "Table II scored by the raw dot product y_q.y_j the projectors are trained for: mAP (%)",
+    }
+    for scoring, files in (("l2", table), ("dot", table_dot)):
+        caption = table_caption(titles[scoring], data_report, paper is not None)
+        report.write_table(report.table2(maps[scoring], paper=paper), Path(files[0]).with_suffix(""), caption=caption)
+    title = "mAP (%) of sparse rank projectors against PCA hard-thresholded to the same sparsity"
+    ablation_table = report.table2_ablation(maps["l2"], maps["dot"], final_maps(histories, "train", "dot"))
+    report.write_table(ablation_table, Path(ablation[0]).with_suffix(""), caption=table_caption(title, data_report, True))
+
+
+def cost_table(images, signatures, projectors, histories, table):
+    """Storage and projection cost of each (R, tau) projector, with its test mAP."""
+    X_test = split_signatures(images, signatures)["test"][0]
+    maps = final_maps(histories).set_index(["R", "tau"])["final"]
+    rows = []
+    for path in projectors:
+        U, meta = load_projector(path)
+        row = {"R": meta["n_components"], "tau": meta["sparsity"]}
+        row.update(projection_cost(U))
+        row.update(projection_latency(U, X_test))
+        row["test_map"] = maps.loc[(row["R"], row["tau"])]
+        rows.append(row)
+    report.write_table(report.cost_table(pd.DataFrame(rows), signature=meta["signature"]), Path(table[0]).with_suffix(""))
+
+
+def convergence_figures(fig2, fig3, fig4, figures, signature):
+    """Figures 2-4 of the paper from training histories, as PNG and PDF."""
+    from .. import figures as plots  # matplotlib, only for the one stage that draws
+
+    out = {Path(path).stem: Path(path).with_suffix("") for path in figures}
+    plots.convergence_figure([read_history(p) for p in fig2], vary="R", signature=signature, stem=out["fig2"])
+    plots.convergence_figure([read_history(p) for p in fig3], vary="tau", signature=signature, stem=out["fig3"])
+    plots.generalisation_figure([read_history(p) for p in fig4], signature=signature, stem=out["fig4"])
