@@ -31,7 +31,7 @@ search on their objective, update, and keep the M largest ``|u_ki|`` of each col
 (Eq. 17); stop when the objective over all queries is below ``tol`` or after ``max_iter``
 steps.
 
-Choices the paper leaves open (see the README's "Deviations from the paper"): the
+Choices the paper leaves open (see docs/method.md, "Deviations from the paper"): the
 golden-section search minimises the selected queries' objective with alpha_q and beta_q
 frozen at U_t, like the gradient (recounted, the objective jumps up each time a
 violated constraint gets satisfied and the search stalls); by default every column of U
