@@ -85,6 +85,12 @@ def test_too_few_training_images_names_the_key(tmp_path):
     folder = _write_holidays(tmp_path / "holidays", n_groups=4)
     with pytest.raises(ConfigError, match="baseline.dims"):
         _index(folder, tmp_path, max_dim=32)
+    # 2 training groups of 3 images: N = 6; R = N - 1 = 5 is refused (the centred matrix
+    # has rank N - 1 at most), R = N - 2 = 4 passes.
+    with pytest.raises(ConfigError, match=r"R = 5 needs at least R \+ 2 = 7"):
+        _index(folder, tmp_path, max_dim=5)
+    images, _, _ = _index(folder, tmp_path, max_dim=4)
+    assert (images["split"] == "train").sum() == 6
 
 
 def test_missing_folder_names_it(tmp_path):
@@ -129,11 +135,13 @@ def _failing_stage(error):
     return stage
 
 
-def test_a_failing_stage_leaves_its_traceback_in_the_log(tmp_path):
-    """Any error, not only bad input, is logged with its traceback before it propagates."""
+def test_a_failing_stage_leaves_its_traceback_in_the_log(tmp_path, capsys):
+    """Any error, not only bad input, is logged with its traceback before it propagates,
+    and the console line names the log."""
     job = _fake_job(tmp_path)
     with pytest.raises(ValueError, match="singular matrix"):
         run_rule(job, _failing_stage(ValueError("singular matrix")))
+    assert capsys.readouterr().err == f"ndir: stage failed: ValueError: singular matrix (traceback in {job.log[0]})\n"
     log = (tmp_path / "job.log").read_text()
     assert "stage started with seed 3" in log
     assert "Traceback (most recent call last)" in log
@@ -149,7 +157,7 @@ def test_bad_input_ends_the_job_with_one_line_and_a_logged_traceback(tmp_path, c
         run_rule(job, _failing_stage(error))
     assert exit_info.value.code == 1
     assert exit_info.value.__cause__ is error
-    assert capsys.readouterr().err == "ndir: error: data/holidays: no images found\n"
+    assert capsys.readouterr().err == f"ndir: error: data/holidays: no images found (traceback in {job.log[0]})\n"
     log = (tmp_path / "job.log").read_text()
     assert "Traceback (most recent call last)" in log
     assert "ndir.errors.DatasetError: data/holidays: no images found" in log

@@ -32,21 +32,24 @@ def run_rule(smk, stage):
 
     Logging goes to the job's log file (stderr when the rule has none); BLAS and
     OpenMP get the job's threads. A failing stage leaves its traceback in the log
-    file whatever the error. Bad input (:class:`~ndir.errors.NdirInputError`) then
-    ends the job with its one-line message on stderr (``SystemExit(1)``); any
-    other exception propagates as it is.
+    file whatever the error, and a line on stderr naming that file. Bad input
+    (:class:`~ndir.errors.NdirInputError`) then ends the job with that one line
+    (``SystemExit(1)``); any other exception propagates as it is.
     """
     kwargs = {**dict(smk.input.items()), **dict(smk.output.items())}
     kwargs.update(smk.params.items())
-    with _logging_to(smk.log[0] if smk.log else None), threadpool_limits(limits=smk.threads):
+    log = smk.log[0] if smk.log else None
+    where = f" (traceback in {log})" if log else ""
+    with _logging_to(log), threadpool_limits(limits=smk.threads):
         try:
             stage(**kwargs)
         except NdirInputError as error:
             logger.exception("%s", error)
-            print(f"ndir: error: {error}", file=sys.stderr)
+            print(f"ndir: error: {error}{where}", file=sys.stderr)
             raise SystemExit(1) from error
-        except Exception:
+        except Exception as error:
             logger.exception("%s failed", stage.__name__)
+            print(f"ndir: {stage.__name__} failed: {type(error).__name__}: {error}{where}", file=sys.stderr)
             raise
 
 

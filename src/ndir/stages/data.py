@@ -75,10 +75,13 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
     )
     split = data.split_groups(kept, train_fraction=train_fraction, seed=seed, together=together)
     n_train = int((split["split"] == "train").sum())
-    if n_train <= max_dim:
+    # The centred training matrix has rank N - 1 at most (less with duplicate images),
+    # so PCA to R needs R < N - 1 to keep a margin.
+    if max_dim >= n_train - 1:
         raise ConfigError(
-            f"baseline.dims: the training split holds {n_train} images, but PCA to R = {max_dim} "
-            f"needs more than {max_dim}; use a larger data set (embedded.n_groups) or smaller dims"
+            f"baseline.dims / sparse.dims: the training split holds {n_train} images, but PCA to R = {max_dim} "
+            f"needs at least R + 2 = {max_dim + 2} (the centred training matrix has rank N - 1 at most); "
+            "use a larger data set (embedded.n_groups) or smaller dims"
         )
     summary = {
         "kind": kind,
