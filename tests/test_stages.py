@@ -11,6 +11,7 @@ import pytest
 
 from ndir.errors import ConfigError, DatasetError
 from ndir.stages.common import atomic_output, run_rule, shard_rows
+from ndir.stages.baseline import table1
 from ndir.stages.data import index_dataset
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
@@ -162,3 +163,37 @@ def test_bad_input_ends_the_job_with_one_line_and_a_logged_traceback(tmp_path, c
     assert "Traceback (most recent call last)" in log
     assert "ndir.errors.DatasetError: data/holidays: no images found" in log
     assert 'in stage\n    raise error' in log
+
+
+def _data_report(path, kind, n_images, n_groups):
+    report = {
+        "kind": kind,
+        "n_images_found": n_images,
+        "n_images": n_images,
+        "n_groups": n_groups,
+        "splits": {"test": {"n_groups": n_groups // 2, "n_images": n_images // 2}},
+    }
+    path.write_text(json.dumps(report))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "n_images", "n_groups", "with_paper", "says"),
+    [
+        ("holidays", 1491, 500, True, "INRIA Holidays (1,491 images, 500 groups)"),
+        # The folder: real photos in Holidays naming, not INRIA Holidays.
+        ("holidays", 98, 31, False, "not INRIA Holidays (98 images, 31 groups"),
+        ("embedded", 629, 200, False, "shown only on INRIA Holidays"),
+    ],
+)
+def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups, with_paper, says):
+    results = tmp_path / "fv-64.csv"
+    pd.DataFrame(
+        {"signature": "fv-64", "encoding": "fv", "K": 64, "dim": 10240, "R": [0, 32], "map": [0.8, 0.6]}
+    ).to_csv(results, index=False)
+    report = _data_report(tmp_path / "report.json", kind, n_images, n_groups)
+    table1([str(results)], str(report), [str(tmp_path / "table1.csv")])
+    table = pd.read_csv(tmp_path / "table1.csv")
+    assert ("Full (paper)" in table.columns) == with_paper
+    assert table.loc[0, "Full"] == 80.0
+    assert says in (tmp_path / "table1.md").read_text()

@@ -39,7 +39,5 @@ rule table1:
     resources:
         mem_mb=500,
         runtime=5,
-    params:
-        kind=config["dataset"]["kind"],
     script:
         "../scripts/table1.py"

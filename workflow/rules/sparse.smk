@@ -48,8 +48,6 @@ rule table2:
     resources:
         mem_mb=500,
         runtime=5,
-    params:
-        kind=config["dataset"]["kind"],
     script:
         "../scripts/table2.py"
 

@@ -8,7 +8,7 @@ import pandas as pd
 from .. import report
 from ..evaluation import holidays_map
 from ..projection import PCAProjection
-from .common import signature_name, split_signatures, table_caption, write_csv
+from .common import is_inria_holidays, signature_name, split_signatures, table_caption, write_csv
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +37,12 @@ def evaluate_pca_baseline(images, signatures, results, dims):
     logger.info("%s: %s", name, out.to_dict("records"))
 
 
-def table1(results, data_report, table, kind):
-    """Assemble Table I (mAP in % on the test split) in CSV, Markdown and LaTeX."""
+def table1(results, data_report, table):
+    """Assemble Table I (mAP in % on the test split) in CSV, Markdown and LaTeX, with
+    the paper's values beside ours on INRIA Holidays (:func:`is_inria_holidays`)."""
     rows = pd.concat([pd.read_csv(path) for path in results], ignore_index=True)
-    paper = report.load_paper_table1() if kind == "holidays" else None
+    paper = report.load_paper_table1() if is_inria_holidays(data_report) else None
     frame = report.table1(rows, paper=paper)
     title = "Table I: mAP (%) of VLAD and FV signatures and of their PCA reductions to R dims"
-    caption = table_caption(title, data_report, paper is not None)
+    caption = table_caption(title, data_report)
     report.write_table(frame, Path(table[0]).with_suffix(""), caption=caption)
