@@ -99,40 +99,39 @@ def test_triplet_weights_hand_worked():
     np.testing.assert_allclose(triplet_weights(triplets, groups), [1.0, 2.0])
 
 
-def _neighbour_words_problem(n_groups=12, per_group=4, seed=0):
-    """Near duplicates quantised to one of two neighbouring words, plus shared clutter."""
-    rng = np.random.default_rng(seed)
-    n_words = 2 * n_groups + 6
-    vocabulary = np.zeros((n_words, 2), dtype=np.float32)
-    vocabulary[: 2 * n_groups, 0] = np.repeat(np.arange(n_groups) * 10.0, 2) + np.tile([0.0, 0.1], n_groups)
-    vocabulary[2 * n_groups :, 1] = 100 + 10 * np.arange(6)
-    groups = np.repeat(np.arange(n_groups), per_group)
-    counts = np.zeros((groups.size, n_words))
-    counts[np.arange(groups.size), 2 * groups + rng.integers(0, 2, groups.size)] = 3
-    counts[:, 2 * n_groups :] = rng.integers(0, 3, size=(groups.size, 6))
-    return counts, groups, vocabulary
-
-
-def _shared_words_problem(n_pairs=8, per_group=4, seed=0):
-    """Groups made of two of ``n_pairs`` scene parts; each part is quantised to one of
-    two neighbouring words at random, so near duplicates often share no word. Every
-    part occurs in many groups: what is learned on some groups (neighbouring words
-    match) holds on the others. Returns the counts, groups, vocabulary and, per group,
-    whether it is a training group (half the groups, disjoint from the test ones)."""
-    rng = np.random.default_rng(seed)
-    parts = np.array(list(combinations(range(n_pairs), 2)))
-    n_groups = len(parts)
+def _word_pairs_problem(parts, per_group, rng):
+    """Images of groups made of scene parts: group g holds the parts ``parts[g]`` (indices
+    of pairs of neighbouring words, 0.1 apart), each image quantises every part to one
+    word of its pair at random (3 counts), plus 6 clutter words shared by all."""
+    n_pairs = int(parts.max()) + 1
     n_words = 2 * n_pairs + 6
     vocabulary = np.zeros((n_words, 2), dtype=np.float32)
     vocabulary[: 2 * n_pairs, 0] = np.repeat(np.arange(n_pairs) * 10.0, 2) + np.tile([0.0, 0.1], n_pairs)
     vocabulary[2 * n_pairs :, 1] = 100 + 10 * np.arange(6)
-    groups = np.repeat(np.arange(n_groups), per_group)
+    groups = np.repeat(np.arange(len(parts)), per_group)
     counts = np.zeros((groups.size, n_words))
-    for part in range(2):
-        pair = parts[groups, part]
+    for part in parts.T:
+        pair = part[groups]
         counts[np.arange(groups.size), 2 * pair + rng.integers(0, 2, groups.size)] = 3
     counts[:, 2 * n_pairs :] = rng.integers(0, 3, size=(groups.size, 6))
-    train_groups = rng.permutation(n_groups)[: n_groups // 2]
+    return counts, groups, vocabulary
+
+
+def _neighbour_words_problem(n_groups=12, per_group=4, seed=0):
+    """Near duplicates quantised to one of two neighbouring words (one pair per group)."""
+    return _word_pairs_problem(np.arange(n_groups)[:, None], per_group, np.random.default_rng(seed))
+
+
+def _shared_words_problem(n_pairs=8, per_group=4, seed=0):
+    """Groups made of two of ``n_pairs`` scene parts, each quantised to one of two
+    neighbouring words at random, so near duplicates often share no word. Every part
+    occurs in many groups: what is learned on some groups (neighbouring words match)
+    holds on the others. Returns the counts, groups, vocabulary and, per image, whether
+    it is in a training group (half the groups, disjoint from the test ones)."""
+    rng = np.random.default_rng(seed)
+    parts = np.array(list(combinations(range(n_pairs), 2)))
+    counts, groups, vocabulary = _word_pairs_problem(parts, per_group, rng)
+    train_groups = rng.permutation(len(parts))[: len(parts) // 2]
     return counts, groups, vocabulary, np.isin(groups, train_groups)
 
 
