@@ -31,6 +31,7 @@ import numpy as np
 
 from ndir.evaluation import holidays_map
 from ndir.projection import PCAProjection, SparseRankProjector, cost
+from ndir.projection import _descent, _line_search, _ranking
 from ndir.projection import sparse_rank as sr
 
 
@@ -46,7 +47,7 @@ def grouped_signatures(n_images, n_features, group_size, seed):
 
 
 class PhaseTimer:
-    """Wraps functions of ndir.projection.sparse_rank to accumulate their time."""
+    """Wraps functions of the sparse rank projector's modules to accumulate their time."""
 
     def __init__(self):
         self.totals = {}
@@ -76,17 +77,21 @@ def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line
     """Mean seconds per step of Algorithm 1, its split by phase, and the projectors."""
     rng = np.random.default_rng(seed)
     n_features = X.shape[1]
-    problem = sr._RankingProblem(X, groups, sr._query_rows(groups, None), 1e-2)
+    problem = _ranking.RankingProblem(
+        X, groups, _ranking.check_queries(groups, None), 1e-2
+    )
     U = rng.standard_normal((n_features, n_components)).astype(np.float32)
     n_keep = max(1, round((1 - sparsity) * n_features))
     timer = PhaseTimer()
     with ThreadPoolExecutor(2) as pool:
-        descent = sr._Descent(X, problem.gram, U, n_keep, True, line_search, pool, 2)
+        descent = _descent.Descent(
+            X, problem.gram, U, n_keep, True, line_search, pool, 2
+        )
         # Phases that run from the calling thread (their blocks run on the pool).
-        timer.wrap(sr, "_line_search", "line search")
+        timer.wrap(_descent, "golden_section_search", "line search")
         if descent.projected:
-            timer.wrap(sr._ProjectedLine, "__init__", "search setup")
-            timer.wrap(sr._ProjectedLine, "move", "update + X U")
+            timer.wrap(_line_search.ProjectedLine, "__init__", "search setup")
+            timer.wrap(_line_search.ProjectedLine, "move", "update + X U")
         else:
             timer.wrap(descent, "_update", "update")
             timer.wrap(descent, "product", "X U")
@@ -95,7 +100,9 @@ def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line
             timer.wrap(descent, "_project", "l0 projection")
         total = 0.0
         for _ in range(n_steps):
-            selected = sr._select_queries(problem.losses(descent.Y), n_queries, rng)
+            selected = _ranking.select_queries(
+                problem.losses(descent.Y), n_queries, rng
+            )
             start = time.perf_counter()
             mu, _ = descent.step(problem, selected)
             total += time.perf_counter() - start

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ndir.evaluation import holidays_map
-from ndir.projection import sparse_rank as sr
+from ndir.projection import _descent, _line_search, _ranking
 from ndir.projection.sparse_rank import SparseRankProjector
 
 
@@ -57,7 +57,7 @@ def tiny():
 
 def test_losses_match_brute_force(tiny):
     X, groups, query_rows, U = tiny
-    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-2)
     expected = brute_force_losses(X, U, groups, query_rows, 1e-2)
     np.testing.assert_allclose(problem.losses(X @ U), expected, rtol=1e-12)
     assert np.all(expected > 0)
@@ -67,7 +67,7 @@ def test_hand_worked_loss():
     # Query row 0, its positive row 1, negatives rows 2 and 3. Under the original
     # signatures row 3 scores 0.9 > 0.5 with the query: it is the pivot.
     X = np.array([[1.0, 0.0], [0.2, 0.5], [0.5, 0.0], [0.9, 0.0]])
-    problem = sr._RankingProblem(X, np.array([0, 0, 1, 2]), np.array([0]), 0.01)
+    problem = _ranking.RankingProblem(X, np.array([0, 0, 1, 2]), np.array([0]), 0.01)
     assert problem.pivots[0] == 3
     # Projected scores with the query: positive 0.2, negative 0.5, pivot 0.9. Positive
     # violation 0.01 + 0.9 - 0.2 = 0.71; the negative is below the pivot.
@@ -79,20 +79,20 @@ def test_hand_worked_loss():
     np.testing.assert_allclose(problem.losses(Y), [0.6**2], rtol=1e-12)
     # alpha, beta = 1 / number of violations: two negatives violated by 0.6 and 0.2.
     X = np.vstack([X, [0.1, 0.0]])
-    problem = sr._RankingProblem(X, np.array([0, 0, 1, 2, 3]), np.array([0]), 0.01)
+    problem = _ranking.RankingProblem(X, np.array([0, 0, 1, 2, 3]), np.array([0]), 0.01)
     Y = np.vstack([Y, [1.1, 0.0]])
     np.testing.assert_allclose(problem.losses(Y), [(0.6**2 + 0.2**2) / 2], rtol=1e-12)
 
 
 def test_gradient_matches_finite_differences(tiny):
     X, groups, query_rows, U = tiny
-    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-2)
     selected = np.array([1, 3])
 
     def objective(V):
         return brute_force_losses(X, V, groups, query_rows[selected], 1e-2).sum()
 
-    _, losses, dF, Z, B, _ = sr._gradient(problem, X @ U, selected)
+    _, losses, dF, Z, B, _ = _ranking.gradient(problem, X @ U, selected)
     G = X.T @ B
     numeric = np.zeros_like(U)
     h = 1e-6
@@ -113,9 +113,9 @@ def test_gradient_matches_finite_differences(tiny):
 def test_update_descends(tiny):
     # Eq. 15 is printed with "+": moving along +G must raise the objective, -G lower it.
     X, groups, query_rows, U = tiny
-    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-2)
     selected = np.arange(4)
-    _, losses, _, _, B, _ = sr._gradient(problem, X @ U, selected)
+    _, losses, _, _, B, _ = _ranking.gradient(problem, X @ U, selected)
     G = X.T @ B
     mu = 1e-4 / np.abs(G).max()
     assert problem.losses(X @ (U - mu * G)).sum() < losses.sum()
@@ -124,13 +124,13 @@ def test_update_descends(tiny):
 
 def test_line_objective_is_exact_along_the_line(tiny):
     X, groups, query_rows, U = tiny
-    problem = sr._RankingProblem(X, groups, query_rows, 1e-2)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-2)
     selected = np.array([0, 2])
     Y = X @ U
-    scores, _, _, _, B, weights = sr._gradient(problem, Y, selected)
+    scores, _, _, _, B, weights = _ranking.gradient(problem, Y, selected)
     G = X.T @ B
     H = problem.gram @ B
-    objective = sr._line_objective(problem, selected, scores, Y, H, weights)
+    objective = _line_search.line_objective(problem, selected, scores, Y, H, weights)
     for mu in [0.0, 1e-3, 0.05, 0.7]:
         moved = X @ (U - mu * G)
         violations = brute_force_violations(
@@ -152,11 +152,11 @@ def test_line_objective_is_exact_along_the_line(tiny):
 
 
 def test_line_search_finds_minimum_and_refuses_ascent():
-    mu = sr._line_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 0.01)
-    assert abs(mu - 3.0) < 3.0 * sr._SEARCH_RTOL
-    mu = sr._line_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 500.0)
-    assert abs(mu - 3.0) < 3.0 * sr._SEARCH_RTOL
-    assert sr._line_search(lambda m: 1.0 + m, 1.0, 0.5) == 0.0
+    mu = _line_search.golden_section_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 0.01)
+    assert abs(mu - 3.0) < 3.0 * _line_search._SEARCH_RTOL
+    mu = _line_search.golden_section_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 500.0)
+    assert abs(mu - 3.0) < 3.0 * _line_search._SEARCH_RTOL
+    assert _line_search.golden_section_search(lambda m: 1.0 + m, 1.0, 0.5) == 0.0
 
 
 def test_l0_projection_keeps_the_largest_entries_of_each_column():
@@ -165,7 +165,7 @@ def test_l0_projection_keeps_the_largest_entries_of_each_column():
     UT[3] = 0.5  # all tied: the lowest indices are kept
     UT[4, :30] = 0.0  # fewer non-zero values than kept entries
     original = UT.copy()
-    indices, data, thresholds = sr._l0_project(UT, 12, False)
+    indices, data, thresholds = _descent._l0_project(UT, 12, False)
     assert indices.shape == data.shape == (5, 12)
     for r in range(5):
         kept = indices[r]
@@ -188,8 +188,8 @@ def test_l0_projection_from_previous_thresholds_matches_full_selection(scale):
     rng = np.random.default_rng(2)
     UT = rng.standard_normal((4, 300)).astype(np.float32)
     expected = UT.copy()
-    reference = sr._l0_project(expected, 30, True)
-    result = sr._l0_project(UT, 30, True, scale * reference[2])
+    reference = _descent._l0_project(expected, 30, True)
+    result = _descent._l0_project(UT, 30, True, scale * reference[2])
     for got, want in zip(result, reference):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(UT, expected)
@@ -199,7 +199,7 @@ def test_l0_projection_renormalizes_kept_entries():
     rng = np.random.default_rng(1)
     UT = rng.standard_normal((3, 50)).astype(np.float32)
     original = UT.copy()
-    indices, _, _ = sr._l0_project(UT, 5, renormalize=True)
+    indices, _, _ = _descent._l0_project(UT, 5, renormalize=True)
     np.testing.assert_allclose(np.linalg.norm(UT, axis=1), 1.0, rtol=1e-6)
     kept = indices[0]
     np.testing.assert_allclose(
@@ -297,7 +297,9 @@ def test_training_scores_track_the_projection_without_sparsity():
     projector = SparseRankProjector(
         n_components=5, sparsity=0.0, max_iter=150, tol=0.0, random_state=0
     ).fit(X, groups)
-    problem = sr._RankingProblem(X, groups, projector.query_rows_, projector.margin)
+    problem = _ranking.RankingProblem(
+        X, groups, projector.query_rows_, projector.margin
+    )
     final = problem.losses(projector.transform(X).astype(np.float64)).sum()
     np.testing.assert_allclose(final, projector.objective_[-1], rtol=1e-3, atol=1e-12)
 
@@ -332,10 +334,12 @@ def test_callback_sees_the_current_state():
 def test_query_selection_takes_largest_half_and_random_rest():
     losses = np.array([0.0, 5.0, 1.0, 9.0, 2.0, 0.5, 7.0, 3.0])
     rng = np.random.default_rng(0)
-    selected = sr._select_queries(losses, 4, rng)
+    selected = _ranking.select_queries(losses, 4, rng)
     assert list(selected[:2]) == [3, 6]
     assert len(set(selected)) == 4 and not {3, 6} & set(selected[2:])
-    np.testing.assert_array_equal(sr._select_queries(losses, 20, rng), np.arange(8))
+    np.testing.assert_array_equal(
+        _ranking.select_queries(losses, 20, rng), np.arange(8)
+    )
 
 
 def test_default_queries_are_first_of_each_group_and_pivot_is_top_negative():
@@ -406,21 +410,21 @@ def test_projected_line_is_the_objective_at_the_projected_point(
     # the search must widen them whenever a trial admits them all.
     from concurrent.futures import ThreadPoolExecutor
 
-    monkeypatch.setattr(sr, "_ENTERING_CANDIDATES", entering)
+    monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
 
     X, groups, is_query = grouped(6, 3, 40, noise=1.0, seed=4)
     query_rows = np.flatnonzero(is_query)
     U0 = np.random.default_rng(5).standard_normal((40, 5)).astype(np.float32)
-    problem = sr._RankingProblem(X, groups, query_rows, 1e-3)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
     selected = np.array([0, 2, 5])
     with ThreadPoolExecutor(2) as pool:
-        descent = sr._Descent(
+        descent = _descent.Descent(
             X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
         )
         U = descent.components().toarray()
-        _, losses, dF, Z, B, _ = sr._gradient(problem, descent.Y, selected)
+        _, losses, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
         G = X.T.astype(np.float64) @ B
-        line = sr._ProjectedLine(
+        line = _line_search.ProjectedLine(
             descent, problem, selected, query_rows[selected], dF, Z, np.sum(G * G)
         )
         G /= np.linalg.norm(G)

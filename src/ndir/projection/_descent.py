@@ -1,0 +1,353 @@
+"""State and steps of Algorithm 1 (Negrel et al. 2014, §IV): the projectors U, their l0
+projection (Eq. 17) and the projection ``Y = X U`` of the training set.
+
+- :class:`Descent`: U (as U^T, dense float32, zeros included), the support of each
+  column when sparse, and ``Y = X U`` (float64). :meth:`Descent.step` is one
+  iteration: the selected queries' gradient (Eq. 14, :func:`~._ranking.gradient`),
+  the learning rate by golden-section search on the dense or the projected objective
+  (``ndir.projection._line_search``), the update ``U <- U - mu G`` (Eq. 15 with the
+  descent sign), the l0 projection and, optionally, unit columns; then Y again.
+- :func:`_l0_project`: keeps the M largest magnitudes of each column (Eq. 17-19).
+
+Cost of a step (N images, P queries, R outputs, D dimensions). G is never formed for
+the update: ``X_S^T Z + (dF X)^T Y_S`` is applied by one in-place GEMM, O(P N D + P D
+R), and ``X G = K B`` comes from the Gram matrix. The l0 projection is a selection per
+column (no sort). Y is recomputed from the sparse U in O(N nnz(U)), reading blocks of
+X^T that stay in cache, or by dense BLAS above ``SPARSE_DENSITY_MAX`` non-zeros.
+Without sparsity, and after a projected step, Y is updated from the step instead, and
+recomputed from U every ``_REFRESH_EVERY`` steps against float32 drift.
+
+Threads: BLAS runs single-threaded inside a step (``threadpoolctl``); the large
+products, the l0 projection and the sparse products are split into ``n_jobs`` blocks run
+on a thread pool (:meth:`Descent.blocks`).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg.blas import sgemm
+from threadpoolctl import ThreadpoolController
+
+from ._line_search import GOLDEN, ProjectedLine, golden_section_search, line_objective
+from ._ranking import gradient
+
+# The projected search's objective is piecewise (entries switch in and out of the
+# support) and each trial costs a product with the moved entries: a coarser bracket.
+_PROJECTED_RTOL = 3e-2
+# Its first trial, as a fraction of the largest step it tries (|U|_F / 2).
+_PROJECTED_FIRST_STEP = 1.0 / GOLDEN
+# Without sparsity (or with the projected search) Y is updated from the step rather
+# than recomputed; recompute it as X U this often so that it cannot drift away from
+# the float32 U by rounding.
+_REFRESH_EVERY = 100
+# dF X gathers the rows of X that the violated constraints involve when they are at
+# most this fraction of the training set, and multiplies the whole X otherwise.
+_GATHER_ROWS_MAX = 0.25
+# Fraction of non-zeros of U above which dense BLAS computes X U faster than the
+# threaded sparse product (measured on 2 cores at D = 81,920, N = 745, R = 256: dense
+# 0.19 s whatever the sparsity, sparse 0.16 s at 10 % and 0.03 s at 1 % of non-zeros;
+# benchmarks/bench_sparse_rank.py). SparseRankProjector.transform uses it too.
+SPARSE_DENSITY_MAX = 0.12
+# Images per block of X^T in the sparse X U: the block of Y^T a thread accumulates into,
+# (R / n_jobs) x 256 float32, then stays in a 512 KiB L2 cache for R = 256 on 2 threads
+# (0.13 s instead of 0.16 s for all 745 images at once, tau = 0.9, D = 81,920).
+_SPARSE_IMAGES = 256
+
+
+class Descent:
+    """State of Algorithm 1: the projectors and their projection of the training set.
+
+    X : (N, D) float32; gram : (N, N) float64 = X X^T; U : (D, R) float32 initial
+    projectors; n_keep : M; renormalize : unit columns after each update;
+    line_search : "projected" or "dense" (see ``SparseRankProjector``).
+    ``UT`` (R, D) float32 holds U transposed, zeros included (a column of U per
+    contiguous row, for the per-column selection and the in-place update); ``Y``
+    (N, R) float64 is X U; when sparse, ``kept`` and ``values`` (R, M) are the row
+    indices and values of the entries of each column of U.
+
+    BLAS runs single-threaded inside (``threadpoolctl``): the many small products of a
+    step are slowed down, not sped up, by BLAS threads, and the large ones are split
+    by hand into ``n_jobs`` blocks run on ``pool``, which also spreads the l0
+    projection and the sparse product.
+    """
+
+    def __init__(self, X, gram, U, n_keep, renormalize, line_search, pool, n_jobs):
+        self.X, self.gram = X, gram
+        self.UT = np.ascontiguousarray(U.T, dtype=np.float32)
+        self.n_keep, self.renormalize = n_keep, renormalize
+        self.pool, self.n_jobs = pool, n_jobs
+        self.blas = ThreadpoolController()
+        n_outputs, n_features = self.UT.shape
+        self.sparse = n_keep < n_features
+        self.projected = self.sparse and line_search == "projected"
+        self.sparse_product = self.sparse and n_keep / n_features <= SPARSE_DENSITY_MAX
+        self.n_steps = 0
+        with self.blas.limit(limits=1, user_api="blas"):
+            if self.sparse:
+                # The sparse X U reads X^T one row per stored entry of U, in blocks of
+                # images (contiguous copies) so that the rows of Y^T it accumulates
+                # into stay in cache; the projected search reads the rows of X^T of
+                # the entries that its trial steps move in or out of the support.
+                if self.sparse_product or self.projected:
+                    self.XT_blocks = [
+                        np.ascontiguousarray(X[start : start + _SPARSE_IMAGES].T)
+                        for start in range(0, X.shape[0], _SPARSE_IMAGES)
+                    ]
+                self.thresholds = None
+                self._project()
+            else:
+                if renormalize:
+                    self.blocks(self._normalize_rows, n_outputs)
+                self.Y = self._dense_product()
+
+    def step(self, problem, selected):
+        """One iteration of Algorithm 1 on the queries ``selected``.
+
+        Returns mu_t (for the gradient of Eq. 14) and the objective over all queries
+        at ``U - mu_t G``, before the l0 projection.
+        """
+        with self.blas.limit(limits=1, user_api="blas"):
+            return self._step(problem, selected)
+
+    def components(self):
+        """U as a (D, R) float32 CSC matrix with exactly M stored entries per column."""
+        n_outputs, n_features = self.UT.shape
+        if self.sparse:
+            indices, data = self.kept.ravel(), self.values.ravel()
+        else:
+            indices = np.tile(np.arange(n_features, dtype=np.int32), n_outputs)
+            data = self.UT.ravel().copy()
+        return sp.csr_array(
+            (data, indices, _row_pointers(n_outputs, indices.size // n_outputs)),
+            shape=self.UT.shape,
+        ).T.tocsc()
+
+    def refresh_due(self):
+        """Whether the current step recomputes Y as X U rather than updating it from
+        the step: every ``_REFRESH_EVERY`` steps, against float32 drift."""
+        return self.n_steps % _REFRESH_EVERY == 0
+
+    def _step(self, problem, selected):
+        self.n_steps += 1
+        rows = problem.query_rows[selected]
+        scores, losses, dF, Z, B, weights = gradient(problem, self.Y, selected)
+        H = self.gram @ B  # X G
+        gradient_sq_norm = float(np.vdot(B, H))  # |G|^2 = tr(B^T K B)
+        if losses.sum() <= 0.0 or gradient_sq_norm <= 0.0:
+            return 0.0, float(problem.losses(self.Y).sum())
+        if self.projected:
+            line = ProjectedLine(self, problem, selected, rows, dF, Z, gradient_sq_norm)
+            # Every search starts from the same fraction of the range [0, |U|_F / 2]:
+            # warm-started from the last step instead, a run of tiny steps (a flat,
+            # bumpy objective near mu = 0) can trap the search there for good.
+            step = golden_section_search(
+                line,
+                float(losses.sum()),
+                line.max_step * _PROJECTED_FIRST_STEP,
+                line.max_step,
+                _PROJECTED_RTOL,
+            )
+            mu = step / np.sqrt(gradient_sq_norm)
+            unprojected = float(problem.losses(self.Y - mu * H).sum())
+            if step > 0.0:
+                line.move(step)
+            return mu, unprojected
+        objective = line_objective(problem, selected, scores, self.Y, H, weights)
+        # First trial: the step that would zero a linear model of the objective.
+        mu = golden_section_search(
+            objective, float(losses.sum()), losses.sum() / gradient_sq_norm
+        )
+        unprojected = float(problem.losses(self.Y - mu * H).sum())
+        if mu == 0.0:
+            return 0.0, unprojected
+        self._update(mu, rows, dF, Z)
+        if self.sparse:
+            self._project()
+            return mu, unprojected
+        if self.renormalize:
+            # |u_r - mu g_r|^2 with |u_r| = 1, u_r.g_r = (Y^T B)_rr, |g_r|^2 = (B^T K B)_rr.
+            norms = np.sqrt(
+                1.0
+                - 2.0 * mu * np.einsum("nr,nr->r", self.Y, B)
+                + mu**2 * np.einsum("nr,nr->r", B, H)
+            )
+            self.blocks(lambda a, b: _divide_rows(self.UT[a:b], norms[a:b]), norms.size)
+        self.Y = self.Y - mu * H
+        if self.renormalize:
+            self.Y /= norms
+        if self.refresh_due():
+            if self.renormalize:
+                self.blocks(self._normalize_rows, self.UT.shape[0])
+            self.Y = self._dense_product()
+        return mu, unprojected
+
+    def _gradient_factors(self, rows, dF, Z):
+        """G = left^T right (Eq. 14): left (2P, D) float32 = [X_S; dF X], right (2P, R)
+        float32, Fortran order, = [Z; Y_S]."""
+        left = np.empty((2 * rows.size, self.X.shape[1]), dtype=np.float32)
+        left[: rows.size] = self.X[rows]
+        self.blocks(
+            lambda a, b: self._loss_rows(dF, left[rows.size :], a, b), left.shape[1]
+        )
+        right = np.asfortranarray(np.vstack([Z, self.Y[rows]]), dtype=np.float32)
+        return left, right
+
+    def _update(self, mu, rows, dF, Z):
+        """U <- U - mu G in place (Eq. 15 for descent)."""
+        left, right = self._gradient_factors(rows, dF, Z)
+        self.blocks(
+            lambda a, b: sgemm(
+                -mu, left.T, right[:, a:b], beta=1.0, c=self.UT[a:b].T, overwrite_c=True
+            ),
+            self.UT.shape[0],
+        )
+
+    def gradient_rows(self, rows, dF, Z):
+        """G^T (R, D) float32, one column of G per contiguous row."""
+        left, right = self._gradient_factors(rows, dF, Z)
+        GT = np.empty_like(self.UT)
+        self.blocks(
+            lambda a, b: sgemm(
+                1.0, left.T, right[:, a:b], beta=0.0, c=GT[a:b].T, overwrite_c=True
+            ),
+            GT.shape[0],
+        )
+        return GT
+
+    def _loss_rows(self, dF, out, start, stop):
+        """``out[:, start:stop] = (dF X)[:, start:stop]``; late in training few
+        constraints are violated and only the rows of X they involve are read."""
+        used = np.flatnonzero(np.any(dF != 0.0, axis=0))
+        if used.size <= _GATHER_ROWS_MAX * dF.shape[1]:
+            out[:, start:stop] = (
+                dF[:, used].astype(np.float32) @ self.X[used, start:stop]
+            )
+        else:
+            out[:, start:stop] = dF.astype(np.float32) @ self.X[:, start:stop]
+
+    def _project(self):
+        """l0 projection of U (Eq. 17), then Y = X U."""
+        previous = self.thresholds
+
+        def block(start, stop):
+            return _l0_project(
+                self.UT[start:stop],
+                self.n_keep,
+                self.renormalize,
+                None if previous is None else previous[start:stop],
+            )
+
+        kept, values, thresholds = zip(*self.blocks(block, self.UT.shape[0]))
+        self.kept, self.values = np.vstack(kept), np.vstack(values)
+        self.thresholds = np.concatenate(thresholds)
+        self.Y = self.product(self.kept, self.values)
+
+    def product(self, kept, values):
+        """X V (N, R) float64 for the sparse V whose column r holds ``values[r]`` at rows
+        ``kept[r]`` ((R, m) arrays): O(N R m) through the stored entries, or dense BLAS
+        when V is dense enough for that to be faster."""
+        if not self.sparse_product:
+            VT = np.zeros_like(self.UT)
+            np.put_along_axis(VT, kept, values.astype(np.float32), axis=1)
+            return self._dense_product(VT)
+        n_features = self.UT.shape[1]
+
+        def block(start, stop):
+            # Each thread multiplies the CSC of its rows of V^T by the blocks of X^T,
+            # which reads the rows of X^T in order and accumulates into a block of
+            # Y^T small enough to stay in cache.
+            VT = sp.csr_array(
+                (
+                    values[start:stop].ravel().astype(np.float32),
+                    kept[start:stop].ravel(),
+                    _row_pointers(stop - start, kept.shape[1]),
+                ),
+                shape=(stop - start, n_features),
+            ).tocsc()
+            return np.hstack([VT @ XT for XT in self.XT_blocks])
+
+        return np.vstack(self.blocks(block, kept.shape[0])).T.astype(np.float64)
+
+    def sparse_rows_product(self, CT):
+        """X C (N, R) float64 for a scipy CSR C^T (R, D): O(N nnz(C)) through the
+        blocks of X^T, or dense BLAS when C is dense enough for that to be faster."""
+        if CT.nnz > SPARSE_DENSITY_MAX * CT.shape[0] * CT.shape[1]:
+            return (self.X @ CT.toarray().T).astype(np.float64)
+        return np.hstack([CT @ XT for XT in self.XT_blocks]).T.astype(np.float64)
+
+    def _dense_product(self, VT=None):
+        VT = self.UT if VT is None else VT
+        parts = self.blocks(lambda a, b: self.X @ VT[a:b].T, VT.shape[0])
+        return np.hstack(parts).astype(np.float64)
+
+    def _normalize_rows(self, start, stop):
+        _divide_rows(self.UT[start:stop], _row_norms(self.UT[start:stop]))
+
+    def blocks(self, function, size):
+        """``[function(start, stop)]`` over ``n_jobs`` contiguous blocks of
+        ``range(size)``, run on the thread pool."""
+        bounds = np.unique(np.linspace(0, size, self.n_jobs + 1).astype(int))
+        return list(self.pool.map(function, bounds[:-1], bounds[1:]))
+
+
+def _l0_project(UT, n_keep, renormalize, previous=None):
+    """Keep the ``n_keep`` largest |u| of each row of UT, in place (Eq. 17).
+
+    UT : (r, D) float32, one column of U per row; previous : None or (r,) float32, the
+    thresholds of the last projection. The threshold of Eq. 17 is the ``n_keep``-th
+    largest magnitude of the row, found by selection (no sort). A gradient step moves
+    it little, so when ``previous`` is given the selection only looks at the entries
+    above half the previous threshold (falling back to the whole row when they are too
+    few): far fewer than D at high sparsity. Ties at the threshold keep the lowest
+    indices, so every row keeps exactly ``n_keep`` entries. With ``renormalize`` the
+    kept values are scaled to unit L2 norm (rows that are all zero stay so).
+
+    Returns the kept indices (r, n_keep) int32, increasing along each row, their
+    values (r, n_keep) float32 and the thresholds (r,) float32.
+    """
+    n_outputs, n_features = UT.shape
+    if previous is None:
+        previous = np.zeros(n_outputs, dtype=np.float32)
+    indices = np.empty((n_outputs, n_keep), dtype=np.int32)
+    data = np.empty((n_outputs, n_keep), dtype=np.float32)
+    thresholds = np.empty(n_outputs, dtype=np.float32)
+    magnitude = np.empty(n_features, dtype=np.float32)  # one row: stays in cache
+    for r in range(n_outputs):
+        row = UT[r]
+        np.abs(row, out=magnitude)
+        candidates = np.flatnonzero(magnitude >= previous[r] / 2)
+        if candidates.size < n_keep:
+            candidates = np.arange(n_features)
+        values = magnitude[candidates]
+        cut = candidates.size - n_keep
+        thresholds[r] = np.partition(values, cut)[cut]
+        keep = candidates[values >= thresholds[r]]
+        if keep.size > n_keep:
+            above = candidates[values > thresholds[r]]
+            tied = candidates[values == thresholds[r]][: n_keep - above.size]
+            keep = np.sort(np.concatenate([above, tied]))
+        values = row[keep]
+        if renormalize:
+            norm = np.linalg.norm(values)
+            if norm > 0.0:
+                values /= norm
+        row[:] = 0.0
+        row[keep] = values
+        indices[r], data[r] = keep, values
+    return indices, data, thresholds
+
+
+def _row_pointers(n_rows, per_row):
+    """CSR row pointers of a matrix with ``per_row`` stored entries in every row."""
+    return np.arange(n_rows + 1, dtype=np.int64) * per_row
+
+
+def _divide_rows(A, divisors):
+    """``A[r] /= divisors[r]`` in place."""
+    A /= divisors.astype(A.dtype)[:, None]
+
+
+def _row_norms(A):
+    """L2 norm of each row of A (float32); 1 for all-zero rows so that they stay zero."""
+    norms = np.linalg.norm(A, axis=1)
+    norms[norms == 0.0] = 1.0
+    return norms

@@ -1,0 +1,272 @@
+"""Step size of Algorithm 1 (Negrel et al. 2014): "compute the optimal learning rate".
+
+The learning rate mu_t minimises the selected queries' objective (Eq. 7 summed over the
+P queries of the step) along the descent direction ``-G`` of Eq. 14:
+
+- :func:`golden_section_search`: brackets a minimum of a scalar function of
+  ``mu >= 0``, then golden-section search [18]; returns the best point evaluated (0
+  if none beats ``mu = 0``), since the objectives below are piecewise and need not be
+  unimodal;
+- :func:`line_objective`: the objective at ``U - mu G``, with alpha_q and beta_q
+  (Eq. 8-9) frozen at U: the scores are a quadratic in mu whose coefficients are formed
+  once, so that each trial costs O(P N) (the "dense" search, and the only one without
+  sparsity);
+- :class:`ProjectedLine`: the objective at ``P_M(U - mu G / |G|)``, the point where the
+  step lands after the l0 projection of Eq. 17 (and unit columns), alpha_q and beta_q
+  recounted there (the "projected" search); each trial costs a product with the
+  entries that move in or out of the supports, and :meth:`ProjectedLine.move`
+  performs the chosen step.
+
+The objectives are evaluated through a ``RankingProblem`` (``ndir.projection._ranking``)
+and, for :class:`ProjectedLine`, on the ``Descent`` (``ndir.projection._descent``) whose
+U and Y it reads and, in ``move``, updates. Neither module is imported here: the descent
+imports this one.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+# The golden ratio (also sets the first trial of the projected search, in _descent).
+GOLDEN = (1.0 + 5.0**0.5) / 2.0
+# Line search: at most this many bracket expansions (or contractions), then golden-
+# section steps until the bracket is narrower than _SEARCH_RTOL times its right end.
+_MAX_BRACKET_STEPS = 60
+_MAX_SECTION_STEPS = 40
+_SEARCH_RTOL = 1e-3
+# Entries first considered to enter each column's support in the projected search
+# (widened when a trial admits them all), and the sample that sets their threshold.
+_ENTERING_CANDIDATES = 64
+_THRESHOLD_SAMPLE = 4096
+
+
+def golden_section_search(
+    objective, value_at_zero, first_step, max_step=np.inf, rtol=_SEARCH_RTOL
+):
+    """Step ``0 <= mu <= max_step`` minimising ``objective(mu)`` by golden-section
+    search [18].
+
+    Brackets a minimum from ``first_step``: expands by the golden ratio while the
+    objective decreases (up to ``max_step``), or, if the first step does not lower the
+    objective below ``value_at_zero``, contracts towards 0 until one does; then
+    golden-section search on the bracket to a relative width of ``rtol``. The
+    objective is piecewise (a hinge starts or stops at each constraint crossing, the
+    l0 projection switches entries) and need not be unimodal, so the best point
+    evaluated is returned; 0 if none beats ``value_at_zero``.
+    """
+    best = [0.0, value_at_zero]
+
+    def evaluate(mu):
+        value = objective(mu)
+        if value < best[1]:
+            best[:] = [mu, value]
+        return value
+
+    middle = min(first_step, max_step / GOLDEN)
+    f_middle = evaluate(middle)
+    if f_middle < value_at_zero:
+        low, high = 0.0, min(middle * (1.0 + GOLDEN), max_step)
+        f_high = evaluate(high)
+        for _ in range(_MAX_BRACKET_STEPS):
+            if f_high >= f_middle or high >= max_step:
+                break
+            low, middle, f_middle = middle, high, f_high
+            high = min(middle + GOLDEN * (middle - low), max_step)
+            f_high = evaluate(high)
+    else:
+        low, high = 0.0, middle
+        for _ in range(_MAX_BRACKET_STEPS):
+            middle = high / GOLDEN
+            if evaluate(middle) < value_at_zero:
+                break
+            high = middle
+        else:
+            return 0.0
+
+    inner = 1.0 / GOLDEN
+    left, right = high - inner * (high - low), low + inner * (high - low)
+    f_left, f_right = evaluate(left), evaluate(right)
+    for _ in range(_MAX_SECTION_STEPS):
+        if high - low <= rtol * high:
+            break
+        if f_left <= f_right:
+            high, right, f_right = right, left, f_left
+            left = high - inner * (high - low)
+            f_left = evaluate(left)
+        else:
+            low, left, f_left = left, right, f_right
+            right = low + inner * (high - low)
+            f_right = evaluate(right)
+    return best[0]
+
+
+def line_objective(problem, selected, scores, Y, H, weights):
+    """The selected queries' objective at ``U - mu G`` as a function of ``mu``.
+
+    With ``H = X G``, the scores become ``(y_q - mu h_q)^T (y_a - mu h_a)``
+    ``= scores - mu (h_q^T y_a + y_q^T h_a) + mu^2 h_q^T h_a``: the three (P, N)
+    coefficients are formed once, then each evaluation costs O(P N).
+
+    alpha_q and beta_q stay at their values at U (``weights``), as in the gradient:
+    recounted along the line they would make the objective jump up whenever a violated
+    constraint gets satisfied (the mean of fewer squared violations can be larger),
+    and the search would stall on those jumps; frozen, the objective is continuously
+    differentiable in ``mu`` with slope ``-|G|^2`` at 0.
+    """
+    rows = problem.query_rows[selected]
+    linear = -(H[rows] @ Y.T + Y[rows] @ H.T)
+    quadratic = H[rows] @ H.T
+
+    def objective(mu):
+        moved = scores + mu * (linear + mu * quadratic)
+        return problem.losses_of_scores(moved, selected, weights).sum()
+
+    return objective
+
+
+class ProjectedLine:
+    """The selected queries' objective at ``P_M(U - mu G / |G|)``, as a function of mu.
+
+    ``P_M`` keeps the M largest magnitudes of each column (Eq. 17) and, with
+    ``renormalize``, rescales the column to unit norm; alpha_q and beta_q (Eq. 8-9)
+    are recounted at the projected point. ``mu`` is in units of |G|_F, so that the
+    search range ``[0, |U|_F / 2]`` means the same at every step.
+
+    Cheap form. Outside its support S_r, column r of U is zero, so an entry k outside
+    moves to ``-mu g_k``: the only ones that can enter the support are the M of
+    largest ``|g_k|`` outside S_r, found once per step; few enter at the steps tried,
+    so the candidates start at the ``_ENTERING_CANDIDATES`` largest and widen when a
+    trial lets all of a column's in. Each trial then selects the M largest of
+    M + C candidates per column (not D), and since ``X u_r`` is known (Y), the
+    projected point's ``X u_r' = Y_r - mu X[:, S_r] g_r[S_r] + X c_r``, where ``c_r``
+    only has the entries that left or entered the support: ``X[:, S_r] g_r[S_r]`` is
+    one sparse product per step and ``X c_r`` costs N per moved entry. The scores of
+    the P selected queries, and their losses, follow in O(P N R).
+    """
+
+    def __init__(self, descent, problem, selected, rows, dF, Z, gradient_sq_norm):
+        self.descent, self.problem = descent, problem
+        self.selected, self.rows = selected, rows
+        self.GT = descent.gradient_rows(rows, dF, Z)
+        self.GT /= np.float32(np.sqrt(gradient_sq_norm))
+        kept = descent.kept
+        self.inside_values = descent.values.astype(np.float64)
+        self.inside_gradient = np.take_along_axis(self.GT, kept, axis=1).astype(
+            np.float64
+        )
+        self.support_gradient = descent.product(kept, self.inside_gradient)
+        # Entries that may enter: all M largest |g| outside the support would be
+        # exact, but few enter at the steps tried; start with fewer, and widen as
+        # soon as a trial lets every candidate of some column in.
+        self.n_outside_max = min(kept.shape[1], self.GT.shape[1] - kept.shape[1])
+        self._set_outside(min(_ENTERING_CANDIDATES, self.n_outside_max))
+        # |U|_F: unit columns with renormalisation, else as they are.
+        self.max_step = 0.5 * float(np.sqrt(np.sum(self.inside_values**2)))
+
+    def _set_outside(self, n_outside):
+        """Candidates to enter: the ``n_outside`` largest |g| outside each support."""
+        kept, GT = self.descent.kept, self.GT
+        n_features = GT.shape[1]
+        stride = max(1, n_features // _THRESHOLD_SAMPLE)
+
+        def block(start, stop):
+            magnitude = np.abs(GT[start:stop])
+            np.put_along_axis(magnitude, kept[start:stop], -1.0, axis=1)
+            # A threshold from a strided sample keeps about 4 n_outside entries per
+            # row for the exact selection (the whole row when it keeps too few).
+            sample = magnitude[:, ::stride]
+            rank = min(sample.shape[1] - 1, (4 * n_outside) // stride)
+            thresholds = -np.partition(-sample, rank, axis=1)[:, rank]
+            outside = np.empty((stop - start, n_outside), dtype=np.int32)
+            for r, row in enumerate(magnitude):
+                candidates = np.flatnonzero(row >= thresholds[r])
+                if candidates.size < n_outside:
+                    candidates = np.arange(n_features)
+                cut = candidates.size - n_outside
+                top = np.argpartition(row[candidates], cut)[cut:]
+                outside[r] = candidates[top]
+            return outside
+
+        self.outside = np.vstack(self.descent.blocks(block, kept.shape[0]))
+        self.outside_gradient = np.take_along_axis(GT, self.outside, axis=1).astype(
+            np.float64
+        )
+
+    def _candidates(self, mu):
+        """Candidate values (R, M + n_outside) at mu and the mask of the M kept."""
+        n_keep = self.inside_values.shape[1]
+        while True:
+            values = np.hstack(
+                [
+                    self.inside_values - mu * self.inside_gradient,
+                    -mu * self.outside_gradient,
+                ]
+            )
+            chosen = np.zeros(values.shape, dtype=bool)
+            order = np.argpartition(-np.abs(values), n_keep - 1, axis=1)[:, :n_keep]
+            np.put_along_axis(chosen, order, True, axis=1)
+            n_outside = self.outside.shape[1]
+            # If every candidate of a column entered, the next one might have too.
+            if n_outside == self.n_outside_max or not np.any(
+                chosen[:, n_keep:].all(axis=1)
+            ):
+                return values, chosen
+            self._set_outside(min(2 * n_outside, self.n_outside_max))
+
+    def projected_scores(self, mu):
+        """Y' = X P_M(U - mu G) (N, R) float64, and the candidate values and mask."""
+        descent = self.descent
+        values, chosen = self._candidates(mu)
+        n_keep = self.inside_values.shape[1]
+        dropped = ~chosen[:, :n_keep]
+        entered = chosen[:, n_keep:]
+        out_rows, out_at = np.nonzero(dropped)
+        in_rows, in_at = np.nonzero(entered)
+        CT = sp.csr_array(
+            (
+                np.concatenate(
+                    [-values[:, :n_keep][dropped], values[:, n_keep:][entered]]
+                ).astype(np.float32),
+                (
+                    np.concatenate([out_rows, in_rows]),
+                    np.concatenate(
+                        [descent.kept[out_rows, out_at], self.outside[in_rows, in_at]]
+                    ),
+                ),
+            ),
+            shape=descent.UT.shape,
+        )
+        Y = descent.Y - mu * self.support_gradient
+        if CT.nnz:
+            Y += descent.sparse_rows_product(CT)
+        if descent.renormalize:
+            norms = np.sqrt(np.sum(np.where(chosen, values, 0.0) ** 2, axis=1))
+            Y /= np.where(norms > 0.0, norms, 1.0)
+        return Y, values, chosen
+
+    def __call__(self, mu):
+        Y, _, _ = self.projected_scores(mu)
+        scores = Y[self.rows] @ Y.T
+        return float(self.problem.losses_of_scores(scores, self.selected).sum())
+
+    def move(self, mu):
+        """Set the descent's U to ``P_M(U - mu G / |G|)`` and Y to X U (from the
+        moved entries, or recomputed when ``descent.refresh_due()``, against drift)."""
+        descent = self.descent
+        Y, values, chosen = self.projected_scores(mu)
+        n_outputs, n_keep = descent.kept.shape
+        rows = np.hstack([descent.kept, self.outside])[chosen].reshape(
+            n_outputs, n_keep
+        )
+        kept_values = values[chosen].reshape(n_outputs, n_keep)
+        order = np.argsort(rows, axis=1)
+        rows = np.take_along_axis(rows, order, axis=1).astype(np.int32)
+        kept_values = np.take_along_axis(kept_values, order, axis=1)
+        if descent.renormalize:
+            norms = np.linalg.norm(kept_values, axis=1, keepdims=True)
+            kept_values /= np.where(norms > 0.0, norms, 1.0)
+        kept_values = kept_values.astype(np.float32)
+        np.put_along_axis(descent.UT, descent.kept, 0.0, axis=1)
+        np.put_along_axis(descent.UT, rows, kept_values, axis=1)
+        descent.kept, descent.values = rows, kept_values
+        descent.thresholds = np.abs(kept_values).min(axis=1)
+        descent.Y = descent.product(rows, kept_values) if descent.refresh_due() else Y
