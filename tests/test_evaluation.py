@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from ndir.evaluation import average_precision, holidays_map, map_from_scores
+from ndir.evaluation import average_precision, bootstrap_interval, holidays_map, map_from_scores
 
 
 def reference_ap(ranks, n_positives):
@@ -168,3 +169,20 @@ def test_bad_shapes_and_values_are_rejected():
         holidays_map(np.zeros((3, 2), np.float32), groups, [True, False, True, False])
     with pytest.raises(ValueError, match="no query"):
         holidays_map(np.zeros((4, 2), np.float32), groups, [False] * 4)
+
+
+def test_bootstrap_interval_hand_worked_and_against_scipy():
+    # Constant APs: every resample has the same mean.
+    assert bootstrap_interval([0.4] * 7) == pytest.approx((0.4, 0.4))
+    # APs [0, 1, 1]: a resample's mean is 1 - (zeros drawn) / 3, zeros ~ Binomial(3, 1/3):
+    # P(mean = 0) = 1/27 = 3.7 % > 2.5 %, P(mean = 1) = 8/27 = 29.6 % > 2.5 %: (0, 1).
+    assert bootstrap_interval([0.0, 1.0, 1.0], n_resamples=20000) == pytest.approx((0.0, 1.0))
+    # An independent implementation of the same percentile interval.
+    ap = np.random.default_rng(5).uniform(size=40)
+    reference = stats.bootstrap((ap,), np.mean, n_resamples=20000, method="percentile", random_state=1)
+    low, high = bootstrap_interval(ap, n_resamples=20000)
+    assert low == pytest.approx(reference.confidence_interval.low, abs=0.01)
+    assert high == pytest.approx(reference.confidence_interval.high, abs=0.01)
+    assert bootstrap_interval(ap) == bootstrap_interval(ap)  # seeded
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_interval(ap, level=95)

@@ -168,6 +168,18 @@ def test_write_table_formats(tmp_path):
     assert sorted(os.listdir(tmp_path / "sub")) == ["t.csv", "t.md", "t.tex"]
 
 
+def test_write_table_prints_intervals_in_markdown_only(tmp_path):
+    df = pd.DataFrame({"Sign.": ["VLAD-64", "FV-64"], "32": [63.97, 65.91], "64": [68.73, np.nan]})
+    low = pd.DataFrame({"Sign.": ["VLAD-64", "FV-64"], "32": [55.04, 58.0], "64": [60.0, np.nan]})
+    high = low.assign(**{"32": [71.96, 73.0], "64": [76.0, np.nan]})
+    csv, markdown, latex = write_table(df, tmp_path / "t", intervals=(low, high))
+    lines = markdown.read_text(encoding="utf-8").splitlines()
+    assert lines[2].split("|")[1:4] == [" VLAD-64 ", " 63.97 [55.0, 72.0] ", " 68.73 [60.0, 76.0] "]
+    assert "65.91 [58.0, 73.0]" in lines[3] and "[" not in lines[3].split("|")[3]
+    assert csv.read_text() == "Sign.,32,64\nVLAD-64,63.97,68.73\nFV-64,65.91,\n"
+    assert "[" not in latex.read_text()
+
+
 def test_write_table_is_byte_identical_for_the_same_input(results, tmp_path):
     table = table1(results, paper=load_paper_table1())
     first = [p.read_bytes() for p in write_table(table, tmp_path / "a")]

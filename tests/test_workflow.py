@@ -201,3 +201,17 @@ def test_paper_literal_config_runs_on_the_tiny_config(tiny_run, tmp_path):
     table = pd.read_csv(tmp_path / "results/tables/table2.csv")
     values = table.drop(columns="Sign.").to_numpy(dtype=float)
     assert np.isfinite(values).all() and ((values >= 0) & (values <= 100)).all()
+
+
+def test_few_test_queries_get_bootstrap_intervals_in_markdown(tiny_run):
+    """20 test queries (< 100): each mAP of Tables I and II carries its 95 % bootstrap
+    interval in the Markdown file, and the caption says how many queries; the CSV
+    keeps the values alone."""
+    for name in ("table1", "table2"):
+        markdown = (tiny_run / f"results/tables/{name}.md").read_text(encoding="utf-8")
+        assert "Only 20 test queries" in markdown
+        first_row = markdown.splitlines()[4].split("|")
+        value, interval = first_row[3].split(" [")
+        low, high = map(float, interval.rstrip("] ").split(", "))
+        assert low <= float(value) <= high
+        assert "[" not in (tiny_run / f"results/tables/{name}.csv").read_text()

@@ -354,7 +354,7 @@ def _check_results(results):
     return results
 
 
-def write_table(df, stem, caption=None):
+def write_table(df, stem, caption=None, intervals=None):
     """Write ``df`` as ``stem.csv``, ``stem.md`` and ``stem.tex``.
 
     Float cells are printed with 2 decimals (``-0.00`` printed as ``0.00``), integers
@@ -371,6 +371,10 @@ def write_table(df, stem, caption=None):
         Output path without suffix; its folder is created if needed.
     caption : str, optional
         Printed above the Markdown table and as the LaTeX ``\\caption``.
+    intervals : (DataFrame, DataFrame), optional
+        Lower and upper bounds laid out like ``df`` (e.g. :func:`table1` of the
+        bounds); the Markdown file prints ``value [low, high]`` (1 decimal) in the
+        cells where both are given. CSV and LaTeX keep the values alone.
 
     Returns
     -------
@@ -383,7 +387,7 @@ def write_table(df, stem, caption=None):
     numeric = [is_numeric_dtype(df[c]) for c in df.columns]
 
     csv = cells.to_csv(index=False, lineterminator="\n")
-    markdown = cells.to_markdown(
+    markdown = _with_intervals(cells, df, intervals).to_markdown(
         index=False,
         disable_numparse=True,
         colalign=["right" if n else "left" for n in numeric],
@@ -396,6 +400,23 @@ def write_table(df, stem, caption=None):
     for path, text in zip(paths, (csv, markdown + "\n", latex)):
         _write_atomic(path, text)
     return paths
+
+
+def _with_intervals(cells, df, intervals):
+    """String cells with `` [low, high]`` appended where ``intervals`` bound them."""
+    if intervals is None:
+        return cells
+    low, high = (bound.reset_index(drop=True) for bound in intervals)
+    cells = cells.copy()
+    for column in df.columns:
+        if column not in low.columns or not is_float_dtype(df[column]):
+            continue
+        known = low[column].notna() & high[column].notna() & df[column].reset_index(drop=True).notna()
+        cells.loc[known, column] = [
+            f"{cell} [{a:.1f}, {b:.1f}]"
+            for cell, a, b in zip(cells.loc[known, column], low.loc[known, column], high.loc[known, column])
+        ]
+    return cells
 
 
 def _format_column(column):

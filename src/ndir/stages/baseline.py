@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from .. import report
-from ..evaluation import holidays_map
+from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import PCAProjection
-from .common import is_inria_holidays, signature_name, split_signatures, table_caption, write_csv
+from .common import interval_note, is_inria_holidays, signature_name, split_signatures, table_caption, write_csv
 
 logger = logging.getLogger(__name__)
 
@@ -16,18 +16,25 @@ logger = logging.getLogger(__name__)
 def evaluate_pca_baseline(images, signatures, results, dims):
     """Test-split mAP of full signatures and of PCA-R reductions fitted on train.
 
-    Writes a CSV with columns ``signature, encoding, K, dim, R, map`` (R = 0 for
-    the full signature, mAP in [0, 1]) — the rows of the paper's Table I.
+    Writes a CSV with columns ``signature, encoding, K, dim, R, map, n_queries,
+    map_low, map_high`` (R = 0 for the full signature, mAP in [0, 1]; the 95 %
+    bootstrap interval over queries, :func:`ndir.evaluation.bootstrap_interval`) —
+    the rows of the paper's Table I.
     """
     name = signature_name(signatures)
     encoding_name, K = name.split("-")
     splits = split_signatures(images, signatures)
     X_train, _, _ = splits["train"]
     X_test, groups, is_query = splits["test"]
-    rows = [{"R": 0, "map": holidays_map(X_test, groups, is_query)}]
+
+    def row(R, X):
+        mean_ap, ap = holidays_map(X, groups, is_query, return_per_query=True)
+        low, high = bootstrap_interval(ap)
+        return {"R": R, "map": mean_ap, "n_queries": ap.size, "map_low": low, "map_high": high}
+
+    rows = [row(0, X_test)]
     for R in dims:
-        projection = PCAProjection(n_components=R).fit(X_train)
-        rows.append({"R": R, "map": holidays_map(projection.transform(X_test), groups, is_query)})
+        rows.append(row(R, PCAProjection(n_components=R).fit(X_train).transform(X_test)))
     out = pd.DataFrame(rows)
     out.insert(0, "dim", X_test.shape[1])
     out.insert(0, "K", int(K))
@@ -45,4 +52,9 @@ def table1(results, data_report, table):
     frame = report.table1(rows, paper=paper)
     title = "Table I: mAP (%) of VLAD and FV signatures and of their PCA reductions to R dims"
     caption = table_caption(title, data_report)
-    report.write_table(frame, Path(table[0]).with_suffix(""), caption=caption)
+    intervals = None
+    n_queries = int(rows["n_queries"].min()) if "n_queries" in rows else INTERVAL_MAX_QUERIES
+    if n_queries < INTERVAL_MAX_QUERIES:
+        intervals = tuple(report.table1(rows.assign(map=rows[bound])) for bound in ("map_low", "map_high"))
+        caption += interval_note(n_queries)
+    report.write_table(frame, Path(table[0]).with_suffix(""), caption=caption, intervals=intervals)

@@ -143,6 +143,19 @@ def table_caption(title, data_report, paper_table=True):
     return caption + " The paper's values (INRIA Holidays) are shown only on INRIA Holidays."
 
 
+def test_queries(data_report):
+    """Number of test queries (one per test group) of the data set of ``data_report``."""
+    return _read_json(data_report)["splits"]["test"]["n_groups"]
+
+
+def interval_note(n_queries):
+    """Caption sentence for the bootstrap intervals printed beside each mAP."""
+    return (
+        f" Only {n_queries} test queries: each mAP is followed by its 95 % bootstrap interval over"
+        " queries [low, high] (Markdown table)."
+    )
+
+
 def _read_json(path):
     with open(path) as f:
         return json.load(f)

@@ -8,9 +8,18 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..evaluation import holidays_map
+from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
-from .common import atomic_output, is_inria_holidays, signature_name, split_signatures, table_caption, write_csv
+from .common import (
+    atomic_output,
+    interval_note,
+    is_inria_holidays,
+    signature_name,
+    split_signatures,
+    table_caption,
+    test_queries,
+    write_csv,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -20,8 +29,8 @@ logger = logging.getLogger(__name__)
 SCORINGS = ("dot", "l2")
 
 
-def reduced_map(projector, X, groups, is_query):
-    """mAP of ``X U`` under each scoring of :data:`SCORINGS`, as a dict.
+def reduced_aps(projector, X, groups, is_query):
+    """Per-query AP (n_queries,) of ``X U`` under each scoring of :data:`SCORINGS`, as a dict.
 
     ``X`` is (n, D), ``projector.components_`` the sparse (D, R) ``U``.
     """
@@ -29,8 +38,8 @@ def reduced_map(projector, X, groups, is_query):
     norms = np.linalg.norm(Y, axis=1, keepdims=True)
     Y_l2 = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
     return {
-        "dot": holidays_map(Y, groups, is_query),
-        "l2": holidays_map(Y_l2, groups, is_query),
+        "dot": holidays_map(Y, groups, is_query, return_per_query=True)[1],
+        "l2": holidays_map(Y_l2, groups, is_query, return_per_query=True)[1],
     }
 
 
@@ -56,7 +65,9 @@ def train_sparse_projector(
     history (CSV): one row per iteration with the objective (Eq. 13), the objective
     before that step's l0 projection and the step size, and every
     ``eval_every`` steps the train and test mAP under both scorings
-    (``{train,test}_map_{dot,l2}``, in [0, 1]). Iteration 0 is the initial PCA
+    (``{train,test}_map_{dot,l2}``, in [0, 1]); with fewer than
+    :data:`~ndir.evaluation.INTERVAL_MAX_QUERIES` test queries also their 95 % bootstrap
+    intervals (``test_map_{dot,l2}_{low,high}``). Iteration 0 is the initial PCA
     projectors after the l0 projection: the "thresholded PCA, no learning" ablation.
     """
     splits = split_signatures(images, signatures)
@@ -68,8 +79,10 @@ def train_sparse_projector(
         start = time.perf_counter()
         row = {"iteration": iteration}
         for name, (X, groups, is_query) in splits.items():
-            for scoring, value in reduced_map(model, X, groups, is_query).items():
-                row[f"{name}_map_{scoring}"] = value
+            for scoring, ap in reduced_aps(model, X, groups, is_query).items():
+                row[f"{name}_map_{scoring}"] = float(ap.mean())
+                if name == "test" and ap.size < INTERVAL_MAX_QUERIES:
+                    row[f"test_map_{scoring}_low"], row[f"test_map_{scoring}_high"] = bootstrap_interval(ap)
         measured.append(row)
         logger.info("iteration %d: %s", iteration, row)
         evaluation_seconds.append(time.perf_counter() - start)
@@ -134,7 +147,8 @@ def final_maps(histories, split="test", scoring="l2"):
     """Long table ``signature, encoding, K, R, tau, initial, final`` (mAP in [0, 1]).
 
     ``initial`` is the thresholded PCA projector (iteration 0), ``final`` the learned
-    one at the last iterate; ``scoring`` is one of :data:`SCORINGS`.
+    one at the last iterate; ``scoring`` is one of :data:`SCORINGS`. When the history
+    has bootstrap intervals (few test queries), ``final_low`` and ``final_high`` too.
     """
     rows = []
     for path in histories:
@@ -150,6 +164,11 @@ def final_maps(histories, split="test", scoring="l2"):
                 "tau": tau,
                 "initial": maps.iloc[0],
                 "final": maps.iloc[-1],
+                **{
+                    f"final_{bound}": curve[f"{split}_map_{scoring}_{bound}"].dropna().iloc[-1]
+                    for bound in ("low", "high")
+                    if f"{split}_map_{scoring}_{bound}" in curve
+                },
             }
         )
     return pd.DataFrame(rows)
@@ -167,7 +186,14 @@ def table2(histories, data_report, table, table_dot, ablation):
     }
     for scoring, files in (("l2", table), ("dot", table_dot)):
         caption = table_caption(titles[scoring], data_report)
-        report.write_table(report.table2(maps[scoring], paper=paper), Path(files[0]).with_suffix(""), caption=caption)
+        intervals = None
+        if "final_low" in maps[scoring]:
+            intervals = tuple(
+                report.table2(maps[scoring].assign(final=maps[scoring][f"final_{bound}"])) for bound in ("low", "high")
+            )
+            caption += interval_note(test_queries(data_report))
+        frame = report.table2(maps[scoring], paper=paper)
+        report.write_table(frame, Path(files[0]).with_suffix(""), caption=caption, intervals=intervals)
     title = "mAP (%) of sparse rank projectors against PCA hard-thresholded to the same sparsity"
     ablation_table = report.table2_ablation(maps["l2"], maps["dot"], final_maps(histories, "train", "dot"))
     report.write_table(ablation_table, Path(ablation[0]).with_suffix(""), caption=table_caption(title, data_report, paper_table=False))
