@@ -168,3 +168,99 @@ def holidays_map(X, groups, is_query, return_per_query=False):
     query_rows = np.flatnonzero(is_query)
     scores = X[query_rows] @ X.T
     return map_from_scores(scores, query_rows, groups, return_per_query)
+
+
+def recall_at_k(X, groups, ks=(1, 2, 4, 8), metric="dot"):
+    """Recall@k of near-duplicate retrieval, every image being a query.
+
+    Query ``i`` ranks the other images by decreasing similarity; it scores a hit at
+    ``k`` when at least one of its near duplicates (another image of its group) is
+    among the first ``k``. Recall@k is the share of queries with a hit (the
+    deep-metric-learning protocol of the JCF poster, Jacob et al.). Ties are broken
+    pessimistically, as in :func:`map_from_scores`: among images of equal score the
+    negatives rank first. The best positive of a query (score ``s*``) therefore sits at
+    0-based rank ``#{negatives with score >= s*}``, and the query hits at ``k`` iff that
+    rank is below ``k``. The query's own column is ignored, whatever its score.
+
+    Parameters
+    ----------
+    X : (n_images, D) signatures compared by dot product (``metric="dot"``), or by
+        cosine (``"cosine"``: rows L2-normalised first; a zero row scores 0 with
+        everything), or an (n_images, n_images) similarity matrix (``"precomputed"``,
+        higher is more similar); finite.
+    groups : (n_images,) group labels; every group needs at least two images.
+    ks : iterable of int >= 1; a ``k`` of at least ``n_images - 1`` always hits.
+    metric : ``"dot"``, ``"cosine"`` or ``"precomputed"``.
+
+    Returns
+    -------
+    dict ``{k: recall}``, recall in [0, 1], in the order of ``ks``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    groups = np.asarray(groups).ravel()
+    ks = [int(k) for k in np.atleast_1d(ks)]
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must hold integers >= 1, got {ks}")
+    if metric not in ("dot", "cosine", "precomputed"):
+        raise ValueError(f"metric must be 'dot', 'cosine' or 'precomputed', got {metric!r}")
+    n = groups.size
+    if X.ndim != 2 or X.shape[0] != n or (metric == "precomputed" and X.shape[1] != n):
+        expected = "(n_images, n_images)" if metric == "precomputed" else "(n_images, D)"
+        raise ValueError(f"X has shape {X.shape}; expected {expected} with n_images = {n} (the length of groups)")
+    if n == 0:
+        raise ValueError("no query to evaluate")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinite values")
+    same = groups[:, None] == groups[None, :]
+    np.fill_diagonal(same, False)
+    lonely = ~same.any(axis=1)
+    if lonely.any():
+        raise ValueError(
+            f"groups {np.unique(groups[lonely]).tolist()} have a single image: its query has no "
+            "near duplicate to retrieve; every group needs at least two images"
+        )
+    if metric == "cosine":
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    scores = X if metric == "precomputed" else X @ X.T
+    best_positive = np.where(same, scores, -np.inf).max(axis=1)
+    negative = ~same
+    np.fill_diagonal(negative, False)
+    rank = np.sum(negative & (scores >= best_positive[:, None]), axis=1)
+    return {k: float(np.mean(rank < k)) for k in ks}
+
+
+#: Below this many queries the tables print a bootstrap interval beside each mAP:
+#: with 15 queries one query moves mAP by 6.7 points.
+INTERVAL_MAX_QUERIES = 100
+
+
+def bootstrap_interval(ap, level=0.95, n_resamples=2000, seed=0):
+    """Percentile bootstrap interval of the mean of per-query APs.
+
+    The queries are resampled with replacement ``n_resamples`` times (seeded); the
+    interval holds the central ``level`` share of the resampled means. It says how
+    much the mAP of this many queries would move on another draw of queries like
+    them; it does not cover the choice of the training split.
+
+    Parameters
+    ----------
+    ap : (n_queries,) array of average precisions.
+    level : float in (0, 1).
+    n_resamples : int >= 1.
+    seed : int, seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    (low, high) : floats, in the unit of ``ap``.
+    """
+    ap = np.asarray(ap, dtype=np.float64).ravel()
+    if ap.size == 0:
+        raise ValueError("no query to resample")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    means = ap[rng.integers(0, ap.size, size=(n_resamples, ap.size))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
