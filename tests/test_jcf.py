@@ -1,0 +1,380 @@
+"""Joint Codebook Factorization: formulas against explicit Kronecker products and loops,
+analytic gradients against finite differences, and a toy problem it must learn."""
+
+import numpy as np
+import pytest
+
+from ndir import jcf
+from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
+from ndir.encoding import gmm_posteriors
+from ndir.evaluation import recall_at_k
+from ndir.jcf import (
+    JCF,
+    codebook_features,
+    codebook_second_order_pooling,
+    factorised_pooling,
+    hardest_negative_triplet_loss,
+    second_order_pooling,
+    signed_sqrt,
+    subsample_descriptors,
+)
+
+
+def softmax(logits):
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def random_images(rng, n_images, d, K, n_min=3, n_max=7):
+    sizes = rng.integers(n_min, n_max + 1, size=n_images)
+    features = [rng.normal(size=(n, d)) for n in sizes]
+    posteriors = [softmax(2 * rng.normal(size=(n, K))) for n in sizes]
+    return features, posteriors
+
+
+def vec(U_i):
+    """vec(U_i): the K columns of U_i (d x K) stacked, so vec(U_i)[k d + a] = U_i[a, k],
+    the order of np.kron(h, x)[k d + a] = h_k x_a."""
+    return U_i.ravel(order="F")
+
+
+# --------------------------------------------------------------------------- the formulas
+
+
+def test_factorised_form_equals_explicit_kronecker_projection():
+    rng = np.random.default_rng(0)
+    n, d, K, R = 5, 3, 2, 4
+    X = rng.normal(size=(n, d))
+    H = softmax(rng.normal(size=(n, K)))
+    U, V = rng.normal(size=(R, d, K)), rng.normal(size=(R, d, K))
+    # The poster: z_i = <w_i, mean_x h ⊗ x ⊗ h ⊗ x> with w_i = p_i ⊗ q_i, p_i = vec(U_i).
+    y = np.mean([np.kron(np.kron(h, x), np.kron(h, x)) for x, h in zip(X, H)], axis=0)
+    expected = np.array([np.kron(vec(U[i]), vec(V[i])) @ y for i in range(R)])
+    np.testing.assert_allclose(factorised_pooling(X, H, U, V), expected, rtol=1e-12)
+    # The vec order is the one of the poster's p_i = sum_j e_j ⊗ u_ij (u_ij: column j of U_i).
+    p_0 = sum(np.kron(np.eye(K)[j], U[0][:, j]) for j in range(K))
+    np.testing.assert_array_equal(vec(U[0]), p_0)
+
+
+def test_without_codebook_is_bilinear_pooling():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(6, 4))
+    U, V = rng.normal(size=(3, 4, 1)), rng.normal(size=(3, 4, 1))
+    expected = [np.mean((X @ U[i, :, 0]) * (X @ V[i, :, 0])) for i in range(3)]
+    np.testing.assert_allclose(factorised_pooling(X, None, U, V), expected, rtol=1e-12)
+
+
+def test_shared_form_equals_full_form_with_composed_projectors():
+    rng = np.random.default_rng(2)
+    n, d, K, k, R = 7, 4, 5, 2, 3
+    X, H = rng.normal(size=(n, d)), softmax(rng.normal(size=(n, K)))
+    U_t, V_t = rng.normal(size=(R, d, k)), rng.normal(size=(R, d, k))
+    A, B = rng.normal(size=(K, k)), rng.normal(size=(K, k))
+    shared = factorised_pooling(X, H, U_t, V_t, A, B)
+    # z_i = (h^T A Ũ_i^T x)(h^T B Ṽ_i^T x) written directly, and with U_i = Ũ_i A^T.
+    direct = [np.mean([(h @ A @ U_t[i].T @ x) * (h @ B @ V_t[i].T @ x) for x, h in zip(X, H)]) for i in range(R)]
+    np.testing.assert_allclose(shared, direct, rtol=1e-12)
+    np.testing.assert_allclose(shared, factorised_pooling(X, H, U_t @ A.T, V_t @ B.T), rtol=1e-12)
+
+
+def test_estimator_transform_is_normalised_factorised_pooling():
+    rng = np.random.default_rng(3)
+    features, posteriors = random_images(rng, 8, 3, 4)
+    groups = np.repeat(np.arange(4), 2)
+    for n_shared in (None, 2):
+        model = JCF(n_components=5, n_shared=n_shared, n_epochs=1, holdout_fraction=0, random_state=0)
+        Y = model.fit(features, posteriors, groups).transform(features, posteriors)
+        U, V = model.projectors_
+        z = np.array([factorised_pooling(f, p, U, V) for f, p in zip(features, posteriors)])
+        s = signed_sqrt(z, model.sqrt_eps)
+        np.testing.assert_allclose(Y, s / np.linalg.norm(s, axis=1, keepdims=True), rtol=1e-10)
+        np.testing.assert_allclose(model.pool(features, posteriors), z, rtol=1e-10)
+    # 2 (K k + R d k) parameters for JCF-5-2, 2 R d K for JCF-5.
+    assert model.n_parameters_ == 2 * (4 * 2 + 5 * 3 * 2)
+    full = JCF(n_components=5, n_epochs=0, random_state=0).fit(features, posteriors, groups)
+    assert full.n_parameters_ == 2 * 5 * 3 * 4
+
+
+def plain_second_order(features, posteriors):
+    """C_k = mean_x h_k x x^T by loops; signed sqrt; triangle with sqrt(2) off-diagonal; L2."""
+    out = []
+    for X, H in zip(features, posteriors):
+        n, d = X.shape
+        K = H.shape[1]
+        vector = []
+        for k in range(K):
+            C = np.zeros((d, d))
+            for t in range(n):
+                for a in range(d):
+                    for b in range(d):
+                        C[a, b] += H[t, k] * X[t, a] * X[t, b] / n
+            C = np.sign(C) * np.sqrt(np.abs(C))
+            for a in range(d):
+                for b in range(a, d):
+                    vector.append(C[a, b] if a == b else np.sqrt(2) * C[a, b])
+        vector = np.array(vector)
+        out.append(vector / np.linalg.norm(vector))
+    return np.array(out)
+
+
+def test_second_order_baselines_match_loops():
+    rng = np.random.default_rng(4)
+    features, posteriors = random_images(rng, 3, 4, 3)
+    ones = [np.ones((len(X), 1)) for X in features]
+    np.testing.assert_allclose(second_order_pooling(features), plain_second_order(features, ones), atol=1e-6)
+    np.testing.assert_allclose(
+        codebook_second_order_pooling(features, posteriors), plain_second_order(features, posteriors), atol=1e-6
+    )
+    assert second_order_pooling(features).shape == (3, 4 * 5 // 2)
+    assert codebook_second_order_pooling(features, posteriors).shape == (3, 3 * 4 * 5 // 2)
+
+
+def test_triangle_weights_give_frobenius_product():
+    rng = np.random.default_rng(5)
+    A, B = rng.normal(size=(2, 5, 5))
+    A, B = A + A.T, B + B.T
+    rows, cols, weights = jcf.triangle_layout(5)
+    assert (weights * A[rows, cols]) @ (weights * B[rows, cols]) == pytest.approx(np.sum(A * B))
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def central_difference(f, x, h=1e-6):
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        old = x[index]
+        x[index] = old + h
+        up = f()
+        x[index] = old - h
+        down = f()
+        x[index] = old
+        grad[index] = (up - down) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_pooling_gradient(shared, monkeypatch):
+    # A small lift budget: the images are split over several chunks.
+    monkeypatch.setattr(jcf, "LIFT_ELEMENTS", 40)
+    rng = np.random.default_rng(6)
+    d, K, k, R = 3, 4, 2, 3
+    features, posteriors = random_images(rng, 5, d, K)
+    X, H, offsets = jcf._check_images(features, posteriors)
+    c = k if shared else K
+    params = {"Wu": rng.normal(size=(c * d, R)), "Wv": rng.normal(size=(c * d, R))}
+    if shared:
+        params["A"], params["B"] = rng.normal(size=(K, k)), rng.normal(size=(K, k))
+    images = np.array([4, 0, 2, 3])
+    G = rng.normal(size=(images.size, R))  # L = <G, z>
+
+    def objective():
+        return float(np.sum(G * jcf._Model(params, np.float64, 1.7).pool(X, H, offsets, images)))
+
+    model = jcf._Model(params, np.float64, 1.7)
+    _, kept = model.pool(X, H, offsets, images, keep=True)
+    assert len(kept) > 1
+    analytic = model.pool_backward(X, H, offsets, kept, G)
+    assert set(analytic) == set(params)
+    for name in params:
+        np.testing.assert_allclose(analytic[name], central_difference(objective, params[name]), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(("signed", "eps"), [(True, 1e-3), (True, 0.0), (False, 0.0)])
+def test_normalisation_gradient(signed, eps):
+    rng = np.random.default_rng(7)
+    z = rng.normal(size=(3, 4))
+    G = rng.normal(size=(3, 4))
+
+    def objective():
+        return float(np.sum(G * jcf._normalise(z, eps, signed)))
+
+    analytic = jcf._normalise_backward(z, G, eps, signed)
+    np.testing.assert_allclose(analytic, central_difference(objective, z), rtol=1e-6, atol=1e-8)
+
+
+def test_smoothed_signed_sqrt():
+    z = np.array([-4.0, -1e-9, 0.0, 1e-9, 4.0])
+    np.testing.assert_allclose(signed_sqrt(z), [-2, -np.sqrt(1e-9), 0, np.sqrt(1e-9), 2])
+    smooth = signed_sqrt(z, 1e-4)
+    assert smooth[2] == 0.0 and np.all(np.diff(smooth) > 0)
+    assert np.max(np.abs(smooth - signed_sqrt(z))) <= 1e-2 + 1e-12  # at most sqrt(eps) apart
+    assert jcf._signed_sqrt_derivative(0.0, 1e-4) == pytest.approx(50.0)
+
+
+def test_triplet_loss_gradient_and_value():
+    rng = np.random.default_rng(8)
+    groups = np.array([0, 0, 0, 1, 1, 2, 3])
+    Y = rng.normal(size=(7, 3))
+    loss, grad, n_active, n_triplets = hardest_negative_triplet_loss(Y, groups, margin=0.5)
+    # Brute force: every ordered positive pair, the anchor's best-scoring negative.
+    S = Y @ Y.T
+    hinges = []
+    for a in range(7):
+        negatives = [l for l in range(7) if groups[l] != groups[a]]
+        worst = max(S[a, l] for l in negatives)
+        hinges += [0.5 - S[a, p] + worst for p in range(7) if p != a and groups[p] == groups[a]]
+    hinges = np.array(hinges)
+    assert n_triplets == 8 and n_active == np.sum(hinges > 0)
+    assert loss == pytest.approx(np.maximum(hinges, 0).mean())
+    assert 0 < n_active < n_triplets and np.min(np.abs(hinges)) > 1e-3  # away from the kinks
+
+    def objective():
+        return hardest_negative_triplet_loss(Y, groups, 0.5)[0]
+
+    np.testing.assert_allclose(grad, central_difference(objective, Y), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("n_shared", [None, 2])
+def test_end_to_end_gradient(n_shared):
+    rng = np.random.default_rng(9)
+    d, K, R = 3, 3, 4
+    features, posteriors = random_images(rng, 6, d, K)
+    groups = np.array([0, 0, 1, 1, 2, 2])
+    X, H, offsets = jcf._check_images(features, posteriors)
+    model = JCF(n_components=R, n_shared=n_shared, sqrt_eps=1e-2, margin=1.0)
+    params = model._init_params(d, K, np.random.RandomState(0))
+    images = np.arange(6)
+    loss, analytic, n_active, _ = model._loss_and_gradient(params, X, H, offsets, images, groups, scale=0.3)
+    assert loss > 0 and n_active > 0
+
+    def objective():
+        return model._loss_and_gradient(params, X, H, offsets, images, groups, scale=0.3)[0]
+
+    for name in params:
+        np.testing.assert_allclose(analytic[name], central_difference(objective, params[name]), rtol=1e-5, atol=1e-8)
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def toy_problem(rng, n_groups, n_per_group=3, n_local=60, d=8, K=3):
+    """Groups told apart by the covariance of 3 informative dimensions (a random mixing
+    per group), hidden under 5 nuisance dimensions of about 3x larger, image-specific
+    variance which dominate the random initial projections. Posteriors: a softmax of
+    random codeword scores. Second-order pooling of the 3 informative dimensions alone
+    retrieves a near duplicate first for over 90 % of the queries."""
+    features, posteriors, groups = [], [], []
+    centres = rng.normal(size=(K, d))
+    for g in range(n_groups):
+        mixing = rng.normal(size=(3, 3))
+        for _ in range(n_per_group):
+            informative = rng.normal(size=(n_local, 3)) @ mixing
+            nuisance = rng.normal(size=(n_local, d - 3)) * 3 * rng.uniform(0.2, 1.5, size=d - 3)
+            X = np.hstack([informative, nuisance])
+            features.append(X.astype(np.float32))
+            posteriors.append(softmax(X @ centres.T / 4).astype(np.float32))
+            groups.append(g)
+    return features, posteriors, np.array(groups)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    rng = np.random.default_rng(10)
+    return toy_problem(rng, 40), toy_problem(rng, 30)
+
+
+def test_toy_problem_is_solvable(toy):
+    _, (features, _, groups) = toy
+    oracle = recall_at_k(second_order_pooling([X[:, :3] for X in features]), groups, ks=(1,))[1]
+    everything = recall_at_k(second_order_pooling(features), groups, ks=(1,))[1]
+    assert oracle > 0.9 and everything < 0.3
+
+
+@pytest.mark.parametrize("n_shared", [None, 2])
+def test_learning_raises_recall(toy, n_shared):
+    (features, posteriors, groups), (test_features, test_posteriors, test_groups) = toy
+    settings = dict(n_components=8, n_shared=n_shared, n_epochs=40, batch_groups=8, learning_rate=0.1, random_state=0)
+    start = JCF(**settings | {"n_epochs": 0}).fit(features, posteriors, groups)
+    model = JCF(**settings).fit(features, posteriors, groups)
+    history = model.history_
+    assert len(history) == 41 and history[0]["epoch"] == 0
+    # The training loss falls, the hold-out mAP rises, and so does the Recall@1 of unseen groups.
+    assert history[-1]["loss"] < 0.25 * history[0]["loss"]
+    assert model.holdout_map_ > history[0]["holdout_map"] + 0.3
+    before = recall_at_k(start.transform(test_features, test_posteriors), test_groups, ks=(1,))[1]
+    after = recall_at_k(model.transform(test_features, test_posteriors), test_groups, ks=(1,))[1]
+    assert after > before + 0.3, (before, after)
+    # The kept epoch is the first with the best hold-out mAP.
+    maps = [h["holdout_map"] for h in history]
+    assert model.best_epoch_ == int(np.argmax(maps)) and model.holdout_map_ == max(maps)
+    assert history[model.best_epoch_]["holdout_recall_at_1"] > history[0]["holdout_recall_at_1"]
+
+
+def test_deterministic_for_a_seed(toy):
+    features, posteriors, groups = toy[0]
+    settings = dict(n_components=4, n_shared=2, n_epochs=3, batch_groups=10, random_state=7)
+    first = JCF(**settings).fit(features, posteriors, groups)
+    second = JCF(**settings).fit(features, posteriors, groups)
+    for name in ("U_", "V_", "A_", "B_"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(second, name))
+    strip = [{key: value for key, value in h.items() if key != "seconds"} for h in first.history_]
+    assert strip == [{key: value for key, value in h.items() if key != "seconds"} for h in second.history_]
+    other = JCF(**settings | {"random_state": 8}).fit(features, posteriors, groups)
+    assert not np.array_equal(first.U_, other.U_)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def test_bad_parameters_name_the_parameter():
+    rng = np.random.default_rng(11)
+    features, posteriors = random_images(rng, 4, 3, 2)
+    groups = np.array([0, 0, 1, 1])
+    with pytest.raises(ValueError, match="n_components"):
+        JCF(n_components=0).fit(features, posteriors, groups)
+    with pytest.raises(ValueError, match="n_shared"):
+        JCF(n_shared=3).fit(features, posteriors, groups)  # k = 3 > K = 2
+    with pytest.raises(ValueError, match="features"):
+        JCF().fit(features[:3] + [np.ones((3, 4))], posteriors, groups)
+    with pytest.raises(ValueError, match="posteriors"):
+        JCF().fit(features, posteriors[:3] + [np.ones((2, 2))], groups)
+    model = JCF(n_components=2, n_epochs=0, holdout_fraction=0).fit(features, posteriors, groups)
+    with pytest.raises(ValueError, match="features have dimension d = 4"):
+        model.transform([np.ones((3, 4))], [np.ones((3, 2))])
+    with pytest.raises(ValueError, match="posteriors have K = 3"):
+        model.transform(features[:1], [np.ones((len(features[0]), 3))])
+    with pytest.raises(ValueError, match="groups"):
+        JCF().fit(features, posteriors, groups[:3])
+
+
+def test_subsample_is_seeded_and_independent_of_the_other_images():
+    rng = np.random.default_rng(12)
+    images = [rng.normal(size=(n, 2)) for n in (10, 3, 50)]
+    first = subsample_descriptors(images, 5, seed=0)
+    assert [len(s) for s in first] == [5, 3, 5]
+    np.testing.assert_array_equal(first[1], images[1])
+    again = subsample_descriptors(images, 5, seed=0)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    # The last image alone, under its global key 2, draws the same rows.
+    np.testing.assert_array_equal(subsample_descriptors(images[2:], 5, seed=0, keys=[2])[0], first[2])
+    assert not np.array_equal(subsample_descriptors(images, 5, seed=1)[2], first[2])
+    rows = [np.flatnonzero((images[2] == r).all(axis=1))[0] for r in first[2]]
+    assert rows == sorted(rows)
+
+
+def test_codebook_features_are_the_fisher_codebooks_view():
+    rng = np.random.default_rng(13)
+    sample = np.abs(rng.normal(size=(400, 16))).astype(np.float32)
+    pca = fit_descriptor_pca(sample, n_components=6)
+    codebook = fit_fisher_codebook(sample, n_clusters=3, pca=pca, seed=0, n_iter=3)
+    X, H = codebook_features(codebook, sample[:20])
+    np.testing.assert_allclose(X, pca.transform(sample[:20]), rtol=1e-6)
+    np.testing.assert_allclose(
+        H, gmm_posteriors(X, codebook.weights_, codebook.means_, codebook.variances_), rtol=1e-6
+    )
+    with pytest.raises(ValueError, match="expects"):
+        codebook_features(codebook, sample[:5, :8])
+
+
+def test_save_and_load(tmp_path, toy):
+    features, posteriors, groups = toy[0]
+    model = JCF(n_components=4, n_shared=2, n_epochs=2, random_state=0).fit(features, posteriors, groups)
+    model.save(tmp_path / "jcf.npz")
+    loaded = JCF.load(tmp_path / "jcf.npz")
+    np.testing.assert_array_equal(loaded.transform(features, posteriors), model.transform(features, posteriors))
+    assert loaded.get_params() == model.get_params() | {"random_state": None}
+    assert loaded.history_ == model.history_ and loaded.best_epoch_ == model.best_epoch_
+    np.savez(tmp_path / "other.npz", kind=np.array("fv"))
+    with pytest.raises(ValueError, match="not a JCF model"):
+        JCF.load(tmp_path / "other.npz")
