@@ -25,4 +25,6 @@ rule all:
         table1_outputs(),
         sparse_outputs(),
         seeds_outputs(),
+        "results/figures/retrievals.png",
+        "results/figures/retrievals.pdf",
         "results/run_info.json",

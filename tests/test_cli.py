@@ -190,3 +190,89 @@ def test_usage_errors_exit_2(capsys):
         with pytest.raises(SystemExit) as stop:
             main(argv)
         assert stop.value.code == 2
+
+
+def test_query_show_draws_the_queries_and_their_results(
+    tiny_models, index_dir, tmp_path, capsys
+):  # noqa: F811
+    queries = list(tiny_models["table"]["path"].iloc[[0, 3]])
+    out = tmp_path / "shown.png"
+    assert main(["query", str(index_dir), *queries, "-k", "4", "--show", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert out.stat().st_size > 10_000 and out.read_bytes().startswith(b"\x89PNG")
+    assert f"wrote {out}" in captured.err
+    # The table is printed as without --show: k results per query.
+    assert [line.split()[0] for line in captured.out.splitlines()[2:6]] == list("1234")
+    # An index without groups: every result framed grey, no AP.
+    from ndir.cli import show_queries
+    from ndir.figures import FRAME_COLOURS
+    from ndir.index import NearDuplicateIndex, query_index
+
+    index = NearDuplicateIndex.load(index_dir)
+    assert index.groups is None
+    found = query_index(index, queries, k=4)
+    assert show_queries(index, found, 4, tmp_path / "again.pdf") == [
+        [[FRAME_COLOURS[None]] * 4]
+    ] * 2
+
+
+def test_index_with_groups_frames_query_results_green_or_red(
+    tiny_models, tmp_path, capsys, monkeypatch
+):  # noqa: F811
+    out = tmp_path / "grouped"
+    args = index_args(tiny_models, tiny_models["images"], out, "-q")
+    assert main([*args, "--groups", "holidays"]) == 0
+    table = tiny_models["table"]
+    assert f"{len(table)} in {table['group'].nunique()} holidays groups" in (
+        capsys.readouterr().out
+    )
+    from ndir.cli import show_queries
+    from ndir.evaluation import holidays_map
+    from ndir.figures import FRAME_COLOURS
+    from ndir.index import NearDuplicateIndex, query_index
+
+    index = NearDuplicateIndex.load(out)
+    assert index.meta["groups"] == "holidays"
+    group_of = dict(zip(table["path"], table["group"]))
+    assert [index.group_of(p) for p in table["path"]] == list(table["group"])
+    assert index.group_of(tiny_models["root"] / "fv-4.npz") is None
+    queries = table[table["is_query"]]
+    found = query_index(index, list(queries["path"]), k=len(index))
+    colours = show_queries(index, found, 5, tmp_path / "grouped.png")
+    for record, drawn, group in zip(found, colours, queries["group"]):
+        expected = [
+            FRAME_COLOURS[group_of[hit["path"]] == group]
+            for hit in record["results"][:5]
+        ]
+        assert drawn == [expected]
+    assert FRAME_COLOURS[True] in str(colours) and FRAME_COLOURS[False] in str(colours)
+    # The AP printed is Holidays' AP of the index's own ranking (raw projections).
+    drawn_blocks = []
+    monkeypatch.setattr(
+        "ndir.figures.retrievals_figure",
+        lambda blocks, outputs, title=None: drawn_blocks.extend(blocks),
+    )
+    show_queries(index, found, 5, tmp_path / "unused.png")
+    monkeypatch.undo()
+    Y = tiny_models["X"] @ tiny_models["U"].toarray()
+    _, ap = holidays_map(
+        Y, table["group"].to_numpy(), table["is_query"].to_numpy(), True
+    )
+    np.testing.assert_allclose(
+        [b["methods"][0]["ap"] for b in drawn_blocks], ap, atol=1e-6
+    )
+    # Through the command line, with a PDF.
+    pdf = tmp_path / "grouped.pdf"
+    assert main(["query", str(out), *queries["path"][:2], "--show", str(pdf)]) == 0
+    assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_query_show_errors(index_dir, tiny_models, tmp_path, capsys):  # noqa: F811
+    query = str(tiny_models["table"]["path"].iloc[0])
+    with pytest.raises(SystemExit) as stop:
+        main(["query", str(index_dir), query, "--show", str(tmp_path / "out.txt")])
+    assert stop.value.code == 2 and ".png" in capsys.readouterr().err
+    missing = tmp_path / "absent" / "out.png"
+    assert f"{missing}: its folder does not exist" in error_of(
+        capsys, ["query", str(index_dir), query, "--show", str(missing)]
+    )

@@ -215,3 +215,10 @@ def test_few_test_queries_get_bootstrap_intervals_in_markdown(tiny_run):
         low, high = map(float, interval.rstrip("] ").split(", "))
         assert low <= float(value) <= high
         assert "[" not in (tiny_run / f"results/tables/{name}.csv").read_text()
+
+
+def test_retrievals_figure_is_drawn(tiny_run):
+    for ext in ("png", "pdf"):
+        assert (tiny_run / f"results/figures/retrievals.{ext}").stat().st_size > 10_000
+    log = (tiny_run / "logs/retrievals_figure.log").read_text()
+    assert log.count("INFO ndir.stages.report: query ") == 5 and "(misses near duplicates" in log

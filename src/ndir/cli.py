@@ -2,8 +2,8 @@
 
 Commands: ``build-embedded`` and ``descriptors`` (data), and the retrieval
 commands ``index`` (encode and project a folder of images into a faiss index),
-``query`` (rank the indexed near duplicates of images) and ``info`` (describe a
-projector, a codebook or an index); see :mod:`ndir.index`.
+``query`` (rank the indexed near duplicates of images, ``--show`` draws them) and
+``info`` (describe a projector, a codebook or an index); see :mod:`ndir.index`.
 
 Exit codes:
 
@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from . import __version__
 from .errors import NdirInputError
@@ -58,10 +59,29 @@ def _cell_sizes(text):
     return sizes
 
 
+def _figure_file(text):
+    """An output figure path whose suffix matplotlib can write (png, pdf, svg, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if Path(text).suffix.lower().lstrip(".") not in formats:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: name the figure file with one of the suffixes "
+            + ", ".join(f".{f}" for f in sorted(formats))
+        )
+    return Path(text)
+
+
 def _index(args):
     from tqdm import tqdm
 
-    from .index import build_index, check_index_folder, image_files, load_encoder
+    from .index import (
+        build_index,
+        check_index_folder,
+        group_labels,
+        image_files,
+        load_encoder,
+    )
 
     encoder = load_encoder(
         args.codebook,
@@ -73,6 +93,7 @@ def _index(args):
     )
     paths = image_files(args.images_dir)
     check_index_folder(args.output)
+    groups = None if args.groups is None else group_labels(args.images_dir, args.groups)
 
     def progress(items):
         return tqdm(
@@ -82,12 +103,22 @@ def _index(args):
     def warn(path, message):
         tqdm.write(f"ndir: warning: skipped {message}", file=sys.stderr)
 
-    index, skipped = build_index(paths, encoder, progress=progress, on_skip=warn)
+    index, skipped = build_index(
+        paths, encoder, progress=progress, on_skip=warn, groups=groups
+    )
+    if groups is not None:
+        index.meta["groups"] = args.groups
     index.save(args.output)
+    in_groups = (
+        ""
+        if groups is None
+        else f", {sum(g is not None for g in index.groups)} in "
+        f"{len({g for g in index.groups if g is not None})} {args.groups} groups"
+    )
     print(
         f"indexed {len(index)} images from {args.images_dir} into {args.output} "
         f"({encoder.signature}, D={encoder.n_features} -> R={encoder.n_components}, "
-        f"{encoder.components.nnz} non-zeros); skipped {len(skipped)} unreadable"
+        f"{encoder.components.nnz} non-zeros{in_groups}); skipped {len(skipped)} unreadable"
     )
 
 
@@ -96,7 +127,18 @@ def _query(args):
 
     if args.k < 1:
         raise NdirInputError(f"-k {args.k}: the number of results must be at least 1")
-    found = query_index(NearDuplicateIndex.load(args.index), args.images, k=args.k)
+    if args.show is not None and not args.show.resolve().parent.is_dir():
+        raise NdirInputError(
+            f"{args.show}: its folder does not exist; create it or name another file"
+        )
+    index = NearDuplicateIndex.load(args.index)
+    # With groups the figure prints each query's AP, which needs the whole ranking.
+    labelled = args.show is not None and index.groups is not None
+    found = query_index(index, args.images, k=len(index) if labelled else args.k)
+    if args.show is not None:
+        show_queries(index, found, args.k, args.show)
+        print(f"wrote {args.show}", file=sys.stderr)
+    found = [{**record, "results": record["results"][: args.k]} for record in found]
     if args.json:
         json.dump(found, sys.stdout, indent=2)
         print()
@@ -108,6 +150,53 @@ def _query(args):
         print(f"{'rank':>4}  {'score':>9}  image")
         for hit in record["results"]:
             print(f"{hit['rank']:>4}  {hit['score']:>9.5f}  {hit['path']}")
+
+
+def show_queries(index, found, k, path):
+    """Draw the queries of ``found`` (:func:`ndir.index.query_index`) and their top
+    ``k`` into the figure file ``path`` (:func:`ndir.figures.retrievals_figure`).
+
+    A query that is an image of an index with groups has its results framed green
+    (same group) or red, and its AP printed, computed on the results given (the
+    whole index for the exact AP); other results are framed grey, with their
+    scores. Returns the frame colours, per query.
+    """
+    from .evaluation import average_precision
+    from .figures import retrievals_figure
+
+    meta = index.meta
+    tau = meta["projector"]["meta"].get("sparsity")
+    name = f"{meta['codebook']['signature'].upper()}\nR = {index.n_components}"
+    if tau is not None:
+        name += f", τ = {tau:g}"
+    blocks, labelled = [], False
+    for record in found:
+        hits = record["results"]
+        method = {
+            "name": name,
+            "results": [hit["path"] for hit in hits[:k]],
+            "captions": [f"{hit['score']:.3g}" for hit in hits[:k]],
+        }
+        label = Path(record["query"]).name
+        group = index.group_of(record["query"])
+        if group is not None:
+            labelled = True
+            groups = [index.group_of(hit["path"]) for hit in hits]
+            relevant = [None if g is None else g == group for g in groups]
+            method["relevant"] = relevant[:k]
+            n_positives = sum(g == group for g in index.groups) - 1
+            if n_positives > 0:
+                ranks = [rank for rank, flag in enumerate(relevant) if flag]
+                method["ap"] = average_precision(ranks, n_positives)
+            plural = "" if n_positives == 1 else "s"
+            label += f"\ngroup {group}, {n_positives} near duplicate{plural}"
+        blocks.append({"query": record["query"], "label": label, "methods": [method]})
+    title = f"Queries (blue) and their top {k}; " + (
+        "green: near duplicate, red: not, grey: no group; AP over the whole index"
+        if labelled
+        else "score: the learned similarity y_q^T y"
+    )
+    return retrievals_figure(blocks, [path], title=title)
 
 
 def _info(args):
@@ -193,6 +282,14 @@ def build_parser():
         default=0.1,
         help="power normalisation exponent (default: 0.1)",
     )
+    index.add_argument(
+        "--groups",
+        choices=["holidays", "ukbench", "folders"],
+        help="record near-duplicate groups read from the layout of IMAGES_DIR: "
+        "holidays (100000.jpg, ...; group = number // 100), ukbench (groups of 4 "
+        "numbers) or folders (one sub-folder per group); `query --show` then frames "
+        "results green or red",
+    )
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     index.set_defaults(func=_index)
 
@@ -209,6 +306,13 @@ def build_parser():
     )
     query.add_argument(
         "--json", action="store_true", help="print JSON instead of a table"
+    )
+    query.add_argument(
+        "--show",
+        type=_figure_file,
+        metavar="FIGURE",
+        help="also draw each query and its top k into this image file (.png, .pdf, "
+        "...); a query indexed with --groups gets green/red frames and its AP",
     )
     query.set_defaults(func=_query)
 

@@ -1,8 +1,9 @@
-"""Figures 2-4 of Negrel et al. 2014 from training histories, as PNG and PDF.
+"""Figures 2-4 of Negrel et al. 2014 from training histories, as PNG and PDF, and the
+retrievals figure (queries and their top results, :func:`retrievals_figure`).
 
 A history is what :func:`ndir.stages.sparse.train_sparse_projector` writes: one row per
 iteration with ``objective`` and, every few steps, ``{train,test}_map_{dot,l2}``.
-Each figure takes a list of ``(signature, R, tau, history)`` tuples.
+Figures 2-4 each take a list of ``(signature, R, tau, history)`` tuples.
 """
 
 import matplotlib
@@ -10,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
+import numpy as np  # noqa: E402
 
 #: Scoring of Figures 2b and 3b: the similarity the projectors are trained for.
 SCORING = "dot"
@@ -103,3 +105,128 @@ def seeds_comparison_figure(records, stem):
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="x-small", ncol=2, loc="best")
     _save(fig, stem)
+
+
+# --------------------------------------------------------------------------- retrievals
+
+#: Frame of a result that is a near duplicate of its query (True), one that is not
+#: (False) and one whose relevance is unknown (None: the images have no groups).
+FRAME_COLOURS = {True: "#1a9850", False: "#d73027", None: "#969696"}
+#: Frame of the query image.
+QUERY_COLOUR = "#2166ac"
+
+
+def frame_colour(relevant):
+    """Frame colour of a result: green a near duplicate, red not, grey unknown (None)."""
+    return FRAME_COLOURS[None if relevant is None else bool(relevant)]
+
+
+def thumbnail(path, size=160):
+    """An image as RGB uint8 (h, w, 3), its longer side at most ``size`` pixels,
+    aspect kept; None if Pillow cannot read it."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.draft("RGB", (size, size))
+            image = image.convert("RGB")
+            image.thumbnail((size, size))
+            return np.asarray(image)
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return None
+
+
+def _show_image(ax, path, colour, size):
+    pixels = thumbnail(path, size)
+    if pixels is None:
+        ax.text(0.5, 0.5, "unreadable", ha="center", va="center", fontsize=7, transform=ax.transAxes)
+    else:
+        ax.imshow(pixels, interpolation="antialiased")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_edgecolor(colour)
+        spine.set_linewidth(3)
+
+
+def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
+    """Query images and their top results under one or several methods, as a grid of
+    thumbnails (aspect kept), each result framed by :func:`frame_colour`.
+
+    One band per query (shaded every other one): the query on the left, framed
+    blue, then one row per method: its name, its AP for that query if given, and its
+    results, best first.
+
+    Parameters
+    ----------
+    queries : list of dict, one band each:
+
+        ``query`` : path of the query image;
+        ``label`` : str, optional, printed under the query;
+        ``methods`` : list of dict, one row each: ``name`` (str), ``results``
+        (image paths, best first), ``relevant`` (optional, one bool per result, or
+        None where unknown; missing: all unknown), ``captions`` (optional, one
+        str per result, printed under it, e.g. its score) and ``ap`` (optional
+        average precision in [0, 1] of this query under this method, printed if
+        given).
+    outputs : iterable of paths; each is written in the format of its suffix
+        (``.png``, ``.pdf``, ...) at ``dpi``, without a date, so that the same
+        input gives the same bytes.
+    title : optional figure title.
+    thumb_size : longer side of the thumbnails in pixels.
+
+    Returns
+    -------
+    list (per query) of lists (per method) of the frame colours of its results.
+    """
+    if not queries:
+        raise ValueError("no query to draw")
+    k = max((len(m["results"]) for q in queries for m in q["methods"]), default=0)
+    if k == 0:
+        raise ValueError("no result to draw")
+    cell = 1.1
+    width_ratios = [1.5, 1.3] + [1.0] * k
+    heights = [max(len(q["methods"]), 1) for q in queries]
+    fig = plt.figure(
+        figsize=(cell * sum(width_ratios), cell * sum(heights) + (0.4 if title else 0.0)),
+        constrained_layout=True,
+    )
+    bands = fig.subfigures(len(queries), 1, height_ratios=heights, squeeze=False)[:, 0]
+    colours = []
+    for band, query, n_rows in zip(bands, queries, heights):
+        band.set_facecolor("#f2f2f2" if len(colours) % 2 else "white")
+        grid = band.add_gridspec(n_rows, 2 + k, width_ratios=width_ratios)
+        query_ax = band.add_subplot(grid[:, 0])
+        _show_image(query_ax, query["query"], QUERY_COLOUR, thumb_size)
+        query_ax.set_xlabel(query.get("label", "query"), fontsize=7)
+        rows = []
+        for row, method in enumerate(query["methods"]):
+            label_ax = band.add_subplot(grid[row, 1])
+            label_ax.axis("off")
+            text = method["name"]
+            if method.get("ap") is not None:
+                text += f"\nAP {100 * method['ap']:.1f} %"
+            label_ax.text(1.0, 0.5, text, ha="right", va="center", fontsize=7, transform=label_ax.transAxes)
+            relevant = method.get("relevant") or [None] * len(method["results"])
+            if len(relevant) != len(method["results"]):
+                raise ValueError(f"{method['name']}: {len(relevant)} relevance flags for {len(method['results'])} results")
+            captions = method.get("captions") or [None] * len(method["results"])
+            cells = []
+            for rank, (path, flag, caption) in enumerate(zip(method["results"], relevant, captions), start=1):
+                ax = band.add_subplot(grid[row, 1 + rank])
+                cells.append(frame_colour(flag))
+                _show_image(ax, path, cells[-1], thumb_size)
+                if caption:
+                    ax.set_xlabel(caption, fontsize=6)
+                if not colours and row == 0:
+                    ax.set_title(f"{rank}", fontsize=7)
+            rows.append(cells)
+        colours.append(rows)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    for path in outputs:
+        path = str(path)
+        metadata = {"CreationDate": None} if path.endswith(".pdf") else {"Software": None} if path.endswith(".png") else None
+        fig.savefig(path, dpi=dpi, metadata=metadata)
+    plt.close(fig)
+    return colours

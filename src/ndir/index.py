@@ -18,12 +18,15 @@ An index is a folder:
 ``index.faiss``
     The ``faiss.IndexFlatIP`` of the (n_images, R) float32 projections.
 ``images.csv``
-    ``path`` (absolute, resolved) and ``norm`` (``||y||_2``), row i = faiss id i.
+    ``path`` (absolute, resolved) and ``norm`` (``||y||_2``), row i = faiss id i;
+    ``group`` too when the index was built with near-duplicate groups
+    (``ndir index --groups``), empty for an image the naming gives no group.
 ``meta.json``
     The codebook and projector (absolute paths, SHA-256 of the files, signature
     name, D, R, the projector's training record), the descriptor parameters,
     ``alpha`` and the ndir version; queries use these, so they are encoded
-    exactly as the indexed images were.
+    exactly as the indexed images were. ``groups`` names the data-set layout the
+    groups were read from, if any.
 """
 
 import hashlib
@@ -31,6 +34,7 @@ import json
 import logging
 import zipfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -312,12 +316,27 @@ class NearDuplicateIndex:
     paths : list of str, absolute resolved image paths.
     norms : (n,) float32, ``||y||_2`` of each row.
     meta : dict, see the module docstring.
+    groups : None (no groups), or list of n near-duplicate group labels (int, or
+        None for an image without a group).
     """
 
     index: object
     paths: list
     norms: np.ndarray
     meta: dict
+    groups: list = None
+
+    def group_of(self, path):
+        """The group of an indexed image (its path is resolved first); None if the
+        index has no groups, the image is not indexed or has no group."""
+        if self.groups is None:
+            return None
+        row = self._row_of.get(str(Path(path).resolve()))
+        return None if row is None else self.groups[row]
+
+    @cached_property
+    def _row_of(self):
+        return {path: row for row, path in enumerate(self.paths)}
 
     def __len__(self):
         return len(self.paths)
@@ -366,9 +385,10 @@ class NearDuplicateIndex:
         folder = check_index_folder(folder)
         folder.mkdir(parents=True, exist_ok=True)
         faiss.write_index(self.index, str(folder / INDEX_FILE))
-        pd.DataFrame({"path": self.paths, "norm": self.norms}).to_csv(
-            folder / IMAGES_FILE, index=False
-        )
+        table = pd.DataFrame({"path": self.paths, "norm": self.norms})
+        if self.groups is not None:
+            table["group"] = pd.array(self.groups, dtype="Int64")
+        table.to_csv(folder / IMAGES_FILE, index=False)
         with open(folder / META_FILE, "w") as handle:
             json.dump(
                 {**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True
@@ -408,8 +428,17 @@ class NearDuplicateIndex:
                 f"{folder}: {INDEX_FILE} holds {index.ntotal} vectors but {IMAGES_FILE} "
                 f"{len(table)} images; build the index again with `ndir index`"
             )
+        groups = None
+        if "group" in table.columns:
+            groups = [
+                None if pd.isna(g) else int(g) for g in table["group"].astype("Int64")
+            ]
         return cls(
-            index, table["path"].tolist(), table["norm"].to_numpy(np.float32), meta
+            index,
+            table["path"].tolist(),
+            table["norm"].to_numpy(np.float32),
+            meta,
+            groups,
         )
 
     def encoder(self):
@@ -442,7 +471,24 @@ class NearDuplicateIndex:
         )
 
 
-def build_index(paths, encoder, progress=None, on_skip=None):
+def group_labels(folder, kind):
+    """Near-duplicate groups of the images under ``folder``, read from their names
+    as the ``kind`` data set (``holidays``, ``ukbench``, ``folders``: see
+    :func:`ndir.data.scan_dataset`).
+
+    Returns ``{resolved path: group}``; an image the naming gives no group to is
+    absent. Raises NdirInputError (DatasetError) if no image follows the naming.
+    """
+    from .data import scan_dataset
+
+    images = scan_dataset(kind, folder).images
+    return {
+        str(Path(path).resolve()): int(group)
+        for path, group in zip(images["path"], images["group"])
+    }
+
+
+def build_index(paths, encoder, progress=None, on_skip=None, groups=None):
     """Encode and project every image; images that cannot be read are skipped.
 
     Streams image by image: only the (n, R) projections are held.
@@ -454,6 +500,8 @@ def build_index(paths, encoder, progress=None, on_skip=None):
     progress : None or callable wrapping an iterable (e.g. ``tqdm.tqdm``).
     on_skip : None or callable ``on_skip(path, message)`` told of each skipped
         image; None logs a warning.
+    groups : None, or ``{resolved path: group}`` (:func:`group_labels`): the
+        index then records each image's group (None where absent).
 
     Returns
     -------
@@ -489,7 +537,11 @@ def build_index(paths, encoder, progress=None, on_skip=None):
     index.add(Y)
     return (
         NearDuplicateIndex(
-            index, kept, np.linalg.norm(Y, axis=1).astype(np.float32), encoder.meta()
+            index,
+            kept,
+            np.linalg.norm(Y, axis=1).astype(np.float32),
+            encoder.meta(),
+            None if groups is None else [groups.get(path) for path in kept],
         ),
         skipped,
     )
@@ -541,6 +593,7 @@ def describe(path):
             "signature": meta["codebook"]["signature"],
             "D": meta["codebook"]["dim"],
             "tau": projector["meta"].get("sparsity"),
+            "groups": meta.get("groups", "none"),
             "codebook": meta["codebook"]["path"],
             "projector": projector["path"],
             "descriptors": meta["descriptors"],

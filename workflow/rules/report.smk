@@ -1,7 +1,47 @@
+rule retrievals_figure:
+    input:
+        images="results/data/images.csv",
+        signatures=f"results/signatures/{convergence_signature()}.npy",
+        # The sparse projector at R = 32 (else the smallest R) and the highest tau.
+        projector=sparse_run(
+            convergence_signature(),
+            32 if 32 in config["sparse"]["dims"] else min(config["sparse"]["dims"]),
+            max(config["sparse"]["sparsity"]),
+        )
+        + ".npz",
+    output:
+        png=report(
+            "results/figures/retrievals.png",
+            caption="../report/retrievals.rst",
+            category="Figures",
+            labels={"figure": "Retrievals"},
+        ),
+        pdf="results/figures/retrievals.pdf",
+    log:
+        "logs/retrievals_figure.log",
+    benchmark:
+        "benchmarks/rules/retrievals_figure.tsv"
+    conda:
+        ENV
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=5,
+    params:
+        n_queries=5,
+        k=5,
+        seed=config["seed"],
+    script:
+        "../scripts/retrievals_figure.py"
+
+
 rule write_run_info:
     input:
         data_report="results/data/report.json",
-        outputs=table1_outputs() + sparse_outputs() + seeds_outputs(),
+        outputs=table1_outputs()
+        + sparse_outputs()
+        + seeds_outputs()
+        + ["results/figures/retrievals.png", "results/figures/retrievals.pdf"],
     output:
         run_info="results/run_info.json",
     log:

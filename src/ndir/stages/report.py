@@ -1,9 +1,18 @@
-"""Stage of ``workflow/rules/report.smk``: the run's provenance, written last."""
+"""Stages of ``workflow/rules/report.smk``: the retrievals figure, and the run's
+provenance, written last."""
 
 import json
+import logging
 
+import numpy as np
+
+from ..errors import DatasetError
+from ..evaluation import map_from_scores
+from ..projection import PCAProjection, load_projector
 from ..provenance import run_info as gather_run_info
-from .common import write_json
+from .common import read_image_table, signature_name, split_signatures, write_json
+
+logger = logging.getLogger(__name__)
 
 
 def write_run_info(data_report, outputs, run_info, config, benchmarks, repo):
@@ -15,3 +24,130 @@ def write_run_info(data_report, outputs, run_info, config, benchmarks, repo):
     with open(data_report) as f:
         summary = json.load(f)
     write_json(gather_run_info(config, summary, benchmarks, repo), run_info)
+
+
+# --------------------------------------------------------------------------- retrievals
+
+
+def l2_rows(Y):
+    """Rows of ``Y`` scaled to unit L2 norm; all-zero rows stay zero."""
+    norms = np.linalg.norm(Y, axis=1, keepdims=True)
+    return np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+
+
+def rankings(Y, query_rows, groups, k):
+    """Top ``k`` of each query and its average precision, signatures ``Y`` compared by
+    dot product as :func:`ndir.evaluation.holidays_map` does.
+
+    The query's own row is left out; ties are broken as in
+    :func:`ndir.evaluation.map_from_scores` (negatives first), so the list shown is
+    the head of the list the AP is computed on.
+
+    Returns
+    -------
+    top : (n_queries, k) int, rows of ``Y`` best first.
+    ap : (n_queries,) float64 in [0, 1].
+    """
+    query_rows = np.asarray(query_rows, dtype=np.intp)
+    groups = np.asarray(groups)
+    scores = np.asarray(Y[query_rows] @ Y.T, dtype=np.float64)
+    _, ap = map_from_scores(scores, query_rows, groups, return_per_query=True)
+    scores[np.arange(query_rows.size), query_rows] = -np.inf
+    positive = groups[None, :] == groups[query_rows][:, None]
+    top = np.lexsort((positive, -scores), axis=1)[:, :k]
+    return top, ap
+
+
+def missed(top, query_rows, groups):
+    """Whether each query's top list misses near duplicates: it holds fewer of them
+    than it has room for, ``min(k, n_positives)``."""
+    groups = np.asarray(groups)
+    query_groups = groups[np.asarray(query_rows)]
+    hits = (groups[top] == query_groups[:, None]).sum(axis=1)
+    n_positives = (groups[None, :] == query_groups[:, None]).sum(axis=1) - 1
+    return hits < np.minimum(top.shape[1], n_positives)
+
+
+def pick_queries(failed, n, seed):
+    """``n`` query indices drawn at random with ``seed``, in increasing order; one of
+    them is drawn among the ``failed`` queries when any failed.
+
+    ``failed`` : (n_queries,) bool. Fewer than ``n`` queries: all of them.
+    """
+    failed = np.asarray(failed, dtype=bool)
+    n = min(int(n), failed.size)
+    rng = np.random.default_rng(seed)
+    chosen = []
+    if n > 0 and failed.any():
+        chosen.append(int(rng.choice(np.flatnonzero(failed))))
+    rest = np.setdiff1d(np.arange(failed.size), chosen)
+    chosen += [int(i) for i in rng.choice(rest, size=n - len(chosen), replace=False)]
+    return sorted(chosen)
+
+
+def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, seed):
+    """The retrievals figure: ``n_queries`` test queries (seeded choice, at least one
+    whose top ``k`` misses near duplicates under some method, when one does) and their
+    top ``k`` under the full signature, PCA to R (fitted on the training split, as in
+    Table I) and the sparse projector (R and tau of ``projector``), reduced signatures
+    L2-normalised as in Tables I and II; each method's AP for that query is printed.
+
+    ``png``, ``pdf``: the figure files to write.
+    """
+    from ..figures import retrievals_figure as draw  # matplotlib, only for the stages that draw
+
+    name = signature_name(signatures)
+    U, meta = load_projector(projector)
+    if meta.get("signature", name) != name:
+        raise DatasetError(f"{projector}: projector for {meta['signature']}, not {name}; rerun train_sparse_projector")
+    R, tau = U.shape[1], meta["sparsity"]
+    table = read_image_table(images)
+    test = table[table["split"] == "test"].reset_index(drop=True)
+    splits = split_signatures(images, signatures)
+    X_train = splits["train"][0]
+    X_test, groups, is_query = splits["test"]
+    query_rows = np.flatnonzero(is_query)
+    k = min(int(k), len(test) - 1)
+    # Reduced signatures are L2-normalised, as Tables I and II score them.
+    methods = {
+        f"{name.upper()}\n(full, D = {X_test.shape[1]:,})": X_test,
+        f"PCA\nR = {R}": PCAProjection(n_components=R).fit(X_train).transform(X_test),
+        f"sparse rank\nR = {R}, τ = {tau:g}": l2_rows(X_test @ U.toarray()),
+    }
+    ranked = {method: rankings(Y, query_rows, groups, k) for method, Y in methods.items()}
+    failed = np.any([missed(top, query_rows, groups) for top, _ in ranked.values()], axis=0)
+    chosen = pick_queries(failed, n_queries, seed)
+    paths = test["path"].to_numpy(dtype=str)
+    blocks = []
+    for i in chosen:
+        row = query_rows[i]
+        n_positives = int((groups == groups[row]).sum() - 1)
+        near_duplicates = f"{n_positives} near duplicate{'s' if n_positives > 1 else ''}"
+        blocks.append(
+            {
+                "query": paths[row],
+                "label": f"query {test['image_id'][row]}\n{near_duplicates}",
+                "methods": [
+                    {
+                        "name": method,
+                        "results": paths[top[i]].tolist(),
+                        "relevant": (groups[top[i]] == groups[row]).tolist(),
+                        "ap": float(ap[i]),
+                    }
+                    for method, (top, ap) in ranked.items()
+                ],
+            }
+        )
+        logger.info(
+            "query %s (%s): AP %s%s",
+            test["image_id"][row],
+            near_duplicates,
+            ", ".join(f"{m.replace(chr(10), ' ')} {100 * ap[i]:.1f} %" for m, (_, ap) in ranked.items()),
+            " (misses near duplicates in its top %d)" % k if failed[i] else "",
+        )
+    logger.info("%d of %d test queries miss near duplicates in their top %d under some method", failed.sum(), failed.size, k)
+    title = (
+        f"{name.upper()}, test split: {len(chosen)} queries (blue) and their top {k}; "
+        "green: near duplicate, red: not; AP of the query under each method"
+    )
+    draw(blocks, [png, pdf], title=title)

@@ -1,0 +1,224 @@
+"""The retrievals figure: its drawing (ndir.figures) and its stage (ndir.stages.report)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from ndir.evaluation import holidays_map
+from ndir.figures import FRAME_COLOURS, QUERY_COLOUR, frame_colour, retrievals_figure, thumbnail
+from ndir.projection import save_projector
+from ndir.stages import report
+
+GREEN, RED, GREY = FRAME_COLOURS[True], FRAME_COLOURS[False], FRAME_COLOURS[None]
+
+
+def rgb(colour):
+    return np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+
+
+def has_colour(png, colour, tolerance=12, at_least=50):
+    """Whether at least ``at_least`` pixels of the image ``png`` are ``colour``."""
+    pixels = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    return int((np.abs(pixels - rgb(colour)).max(axis=2) <= tolerance).sum()) >= at_least
+
+
+@pytest.fixture
+def photos(tmp_path):
+    """Six small synthetic images of different shapes, in plain colours that are not
+    frame colours (light, so frames stand out)."""
+    paths = []
+    for i, size in enumerate([(60, 40), (40, 60), (50, 50), (80, 30), (45, 70), (64, 48)]):
+        path = tmp_path / f"photo{i}.png"
+        Image.new("RGB", size, (230, 200 + 5 * i, 120 + 20 * i)).save(path)
+        paths.append(str(path))
+    return paths
+
+
+def test_frame_colour_says_near_duplicate_or_not_or_unknown():
+    assert frame_colour(True) == GREEN and frame_colour(np.True_) == GREEN
+    assert frame_colour(False) == RED and frame_colour(np.False_) == RED
+    assert frame_colour(None) == GREY
+    assert len({GREEN, RED, GREY, QUERY_COLOUR}) == 4
+
+
+def test_thumbnail_keeps_the_aspect_and_reads_nothing_else(photos, tmp_path):
+    assert thumbnail(photos[3], size=40).shape == (15, 40, 3)
+    assert thumbnail(photos[1], size=30).shape == (30, 20, 3)
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    assert thumbnail(tmp_path / "broken.jpg") is None
+    assert thumbnail(tmp_path / "absent.jpg") is None
+
+
+def test_retrievals_figure_frames_each_result_by_its_relevance(photos, tmp_path):
+    queries = [
+        {
+            "query": photos[0],
+            "label": "query 0",
+            "methods": [
+                {"name": "full", "results": photos[1:4], "relevant": [True, False, True], "ap": 0.83},
+                {"name": "PCA", "results": photos[3:6], "relevant": [False, False, True], "ap": 0.25},
+            ],
+        },
+        {
+            "query": photos[5],
+            "methods": [
+                {"name": "full", "results": [photos[2], str(tmp_path / "absent.jpg")]},
+                {"name": "PCA", "results": photos[:3], "relevant": [None, True, False]},
+            ],
+        },
+    ]
+    outputs = [tmp_path / "retrievals.png", tmp_path / "retrievals.pdf"]
+    colours = retrievals_figure(queries, outputs, title="test")
+    assert colours == [
+        [[GREEN, RED, GREEN], [RED, RED, GREEN]],
+        [[GREY, GREY], [GREY, GREEN, RED]],
+    ]
+    for path in outputs:
+        assert path.stat().st_size > 5_000
+    assert outputs[1].read_bytes().startswith(b"%PDF")
+    for colour in (GREEN, RED, GREY, QUERY_COLOUR):
+        assert has_colour(outputs[0], colour)
+    # The same input gives the same bytes (no date in the files).
+    again = [tmp_path / "again.png", tmp_path / "again.pdf"]
+    retrievals_figure(queries, again, title="test")
+    assert again[0].read_bytes() == outputs[0].read_bytes()
+    assert again[1].read_bytes() == outputs[1].read_bytes()
+
+
+def test_retrievals_figure_without_labels_draws_no_green_or_red(photos, tmp_path):
+    out = tmp_path / "plain.png"
+    queries = [{"query": photos[0], "methods": [{"name": "sparse", "results": photos[1:], "captions": ["0.9"] * 5}]}]
+    assert retrievals_figure(queries, [out]) == [[[GREY] * 5]]
+    assert has_colour(out, GREY) and not has_colour(out, GREEN) and not has_colour(out, RED)
+
+
+def test_retrievals_figure_rejects_mismatched_flags(photos, tmp_path):
+    bad = [{"query": photos[0], "methods": [{"name": "m", "results": photos[1:3], "relevant": [True]}]}]
+    with pytest.raises(ValueError, match="1 relevance flags for 2 results"):
+        retrievals_figure(bad, [tmp_path / "x.png"])
+    with pytest.raises(ValueError, match="no query"):
+        retrievals_figure([], [tmp_path / "x.png"])
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def test_pick_queries_is_seeded_sorted_and_takes_a_failure():
+    failed = np.zeros(40, dtype=bool)
+    failed[[7, 31]] = True
+    for seed in range(20):
+        chosen = report.pick_queries(failed, 5, seed)
+        assert chosen == report.pick_queries(failed, 5, seed)
+        assert chosen == sorted(set(chosen)) and len(chosen) == 5
+        assert {7, 31} & set(chosen)
+    assert len({tuple(report.pick_queries(failed, 5, seed)) for seed in range(20)}) > 1
+    assert report.pick_queries(np.zeros(3, dtype=bool), 5, 0) == [0, 1, 2]
+    assert len(report.pick_queries(np.zeros(10, dtype=bool), 4, 0)) == 4
+    assert report.pick_queries(np.ones(10, dtype=bool), 0, 0) == []
+
+
+def test_rankings_are_the_head_of_the_list_the_ap_is_computed_on():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(6), 3)
+    is_query = np.tile([True, False, False], 6)
+    Y = rng.normal(size=(18, 4)).astype(np.float32)
+    query_rows = np.flatnonzero(is_query)
+    top, ap = report.rankings(Y, query_rows, groups, k=5)
+    assert top.shape == (6, 5)
+    np.testing.assert_allclose(ap, holidays_map(Y, groups, is_query, return_per_query=True)[1])
+    for q, row in enumerate(query_rows):
+        scores = Y @ Y[row]
+        scores[row] = -np.inf
+        np.testing.assert_array_equal(top[q], np.argsort(-scores, kind="stable")[:5])
+    # Query 0 (group 0) finds 1 of its 2 near duplicates in its top 5: it misses one;
+    # query 3 (group 1) finds both.
+    top = np.array([[4, 1, 5, 6, 7], [4, 5, 0, 6, 7]])
+    groups = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    assert report.missed(top, [0, 3], groups).tolist() == [True, False]
+    assert report.missed(top[:, :1], [0, 3], groups).tolist() == [True, False]
+
+
+def workflow_like_run(tmp_path, n_groups=12):
+    """An image table (one small image file each), signatures and a sparse projector
+    as the workflow writes them: groups of 3 images, the first the query,
+    alternately train and test. Groups 0 and 2 are noise: their queries miss near
+    duplicates."""
+    rng = np.random.default_rng(1)
+    D, R = 24, 4
+    rows, X = [], []
+    centres = rng.normal(size=(n_groups, D))
+    for g in range(n_groups):
+        for i in range(3):
+            path = tmp_path / f"{100000 + 100 * g + i}.png"
+            Image.new("RGB", (40 + 7 * i, 40), (200, 10 * g, 60 * i)).save(path)
+            rows.append(
+                {
+                    "image_id": path.stem,
+                    "path": str(path),
+                    "group": 1000 + g,
+                    "is_query": i == 0,
+                    "split": "train" if g % 2 else "test",
+                }
+            )
+            X.append(rng.normal(size=D) if g in (0, 2) else centres[g] + 0.2 * rng.normal(size=D))
+    X = np.asarray(X, dtype=np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    images = tmp_path / "images.csv"
+    pd.DataFrame(rows).to_csv(images, index=False)
+    signatures = tmp_path / "fv-4.npy"
+    np.save(signatures, X)
+    U = np.zeros((D, R), dtype=np.float32)
+    U[rng.choice(D, size=R, replace=False), np.arange(R)] = 1.0
+    projector = tmp_path / "R4-tau0.99.npz"
+    save_projector(projector, U, signature="fv-4", n_features=D, n_components=R, sparsity=0.99)
+    return images, signatures, projector
+
+
+def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp_path, monkeypatch):
+    images, signatures, projector = workflow_like_run(tmp_path)
+    drawn = []
+
+    def draw(blocks, outputs, title=None):
+        drawn.append(blocks)
+        if len(drawn) == 1:  # later calls only check the choice of queries
+            return retrievals_figure(blocks, outputs, title=title)
+
+    monkeypatch.setattr("ndir.figures.retrievals_figure", draw)
+    figures = [tmp_path / "out" / "retrievals.png", tmp_path / "out" / "retrievals.pdf"]
+    (tmp_path / "out").mkdir()
+    report.retrievals_figure(images, signatures, projector, *figures, n_queries=3, k=5, seed=0)
+    assert all(path.stat().st_size > 5_000 for path in figures)
+    table = pd.read_csv(images, dtype={"image_id": str})
+    test = table[table["split"] == "test"]
+    group_of = dict(zip(test["path"], test["group"]))
+    query_of = {row.path: row.group for row in test[test["is_query"]].itertuples()}
+    blocks = drawn[0]
+    assert len(blocks) == 3
+    assert [m["name"].split("\n")[0] for m in blocks[0]["methods"]] == ["FV-4", "PCA", "sparse rank"]
+    assert [b["query"] for b in blocks] == [p for p in test["path"] if p in query_of and p in {b["query"] for b in blocks}]
+    failures = 0
+    for block in blocks:
+        group = query_of[block["query"]]
+        for method in block["methods"]:
+            assert len(method["results"]) == 5 and block["query"] not in method["results"]
+            assert method["relevant"] == [group_of[p] == group for p in method["results"]]
+            assert 0 <= method["ap"] <= 1
+            failures += sum(method["relevant"]) < 2  # 2 near duplicates, room for 5
+    assert failures > 0
+    # Same seed, same queries; another seed may pick others but still a failure.
+    report.retrievals_figure(images, signatures, projector, *figures, n_queries=3, k=5, seed=0)
+    assert [b["query"] for b in drawn[1]] == [b["query"] for b in blocks]
+    for seed in range(1, 4):
+        report.retrievals_figure(images, signatures, projector, *figures, n_queries=2, k=5, seed=seed)
+        assert any(sum(m["relevant"]) < 2 for b in drawn[-1] for m in b["methods"])
+
+
+def test_stage_refuses_a_projector_of_another_signature(tmp_path):
+    images, signatures, projector = workflow_like_run(tmp_path)
+    other = tmp_path / "other.npz"
+    save_projector(other, np.eye(24, 4, dtype=np.float32), signature="vlad-4", sparsity=0.9)
+    with pytest.raises(report.DatasetError, match="projector for vlad-4, not fv-4"):
+        report.retrievals_figure(
+            images, signatures, other, tmp_path / "x.png", tmp_path / "x.pdf", n_queries=2, k=3, seed=0
+        )
