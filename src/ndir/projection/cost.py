@@ -16,6 +16,9 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_info
+
+from .product import sparse_batch_product
 
 
 def projection_cost(components):
@@ -67,8 +70,10 @@ def projection_latency(components, X, n_single=50, n_batch=3):
     Single signatures: ``x @ U`` with U a dense float32 array (BLAS GEMV, reads the
     whole matrix) against ``U^T x`` with U^T in CSR (nnz multiply-adds), the median
     over ``n_single`` rows of X. Whole batch ``X U``: dense BLAS GEMM against the
-    sparse product (U^T in CSC times the contiguous X^T, whose transposition is
-    included since signatures arrive one per row), the median of ``n_batch`` runs.
+    sparse product of :func:`ndir.projection.product.sparse_batch_product` (U^T in
+    CSR times blocks of 16 transposed signatures, the transpositions included since
+    signatures arrive one per row), both on the same number of threads (BLAS's
+    current limit), the median of ``n_batch`` runs.
 
     Parameters
     ----------
@@ -102,8 +107,9 @@ def projection_latency(components, X, n_single=50, n_batch=3):
     single_dense = _median_time(lambda x: x @ dense, rows)
     single_sparse = _median_time(lambda x: sparse_t_rows @ x, rows)
     batch_dense, Y_dense = _median_time_once(lambda: X @ dense, n_batch)
+    n_threads = max([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"] + [1])
     batch_sparse, Y_sparse = _median_time_once(
-        lambda: (sparse_t_cols @ np.ascontiguousarray(X.T)).T, n_batch
+        lambda: sparse_batch_product(sparse_t_rows, X, n_threads), n_batch
     )
     XT = np.ascontiguousarray(X.T)
     batch_kernel, _ = _median_time_once(lambda: sparse_t_cols @ XT, n_batch)

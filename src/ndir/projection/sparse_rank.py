@@ -73,18 +73,21 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._descent import SPARSE_DENSITY_MAX, Descent
 from ._ranking import RankingProblem, check_queries, select_queries
 from .pca import PCAProjection
+from .product import sparse_batch_product
 
 logger = logging.getLogger(__name__)
 
 #: Values of ``SparseRankProjector(line_search=...)``.
 LINE_SEARCHES = ("projected", "dense")
 
-# transform() sends at most this many rows through the sparse U^T (when its density is
-# at most SPARSE_DENSITY_MAX, the threshold of the training loop's products): one
-# signature then costs nnz(U) multiply-adds instead of a read of the whole dense
-# matrix, while batches are faster with dense BLAS (ndir.projection.cost measures
-# both: at D = 81,920, R = 256, tau = 0.99, one signature takes 0.3 ms sparse against
-# 6-16 ms dense).
+# transform() goes through the sparse U^T (ndir.projection.product) for any batch when
+# at most this share of U is non-zero: measured at n = 745, D = 81,920, R = 256 on
+# 2 cores, the blocked sparse product is 2.7x dense BLAS at 1 % non-zeros, 1.5x at 3 %,
+# even at 5 %, and 0.6-1.0x at 10 % (on 1 and 2 threads alike).
+_BATCH_DENSITY_MAX = 0.04
+# ... and for at most this many rows up to SPARSE_DENSITY_MAX: one signature then costs
+# nnz(U) multiply-adds instead of a read of the whole dense matrix (at D = 81,920,
+# R = 256, tau = 0.99: 0.3 ms sparse against 6-16 ms dense; ndir.projection.cost).
 _SPARSE_ROWS_MAX = 16
 
 
@@ -244,9 +247,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         problem = RankingProblem(X, group_codes, query_rows, self.margin)
         n_keep = max(1, int(round((1.0 - self.sparsity) * n_features)))
         rng = check_random_state(self.random_state)
-        n_jobs = (
-            len(os.sched_getaffinity(0)) if self.n_jobs in (None, -1) else self.n_jobs
-        )
+        n_jobs = self._n_threads()
 
         self.n_nonzero_ = n_keep
         self.query_rows_ = query_rows
@@ -292,9 +293,10 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Project signatures: ``Y = X U`` (Eq. 3).
 
-        Up to ``_SPARSE_ROWS_MAX`` rows go through the sparse U (nnz multiply-adds per
-        row) when U is sparse enough; larger batches through dense BLAS, which is
-        faster for them.
+        Through the sparse U (nnz multiply-adds per row,
+        :func:`ndir.projection.product.sparse_batch_product` on ``n_jobs`` threads)
+        when at most 4 % of U is non-zero, or for up to 16 rows when U is sparse
+        enough for one row to gain; otherwise through dense BLAS, faster there.
 
         Parameters
         ----------
@@ -309,14 +311,18 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float32, reset=False)
         density = self.n_nonzero_ / X.shape[1]
-        if X.shape[0] <= _SPARSE_ROWS_MAX and density <= SPARSE_DENSITY_MAX:
-            Y = np.asarray((self.components_.T @ X.T).T, dtype=np.float32)
+        if density <= _BATCH_DENSITY_MAX or (X.shape[0] <= _SPARSE_ROWS_MAX and density <= SPARSE_DENSITY_MAX):
+            Y = sparse_batch_product(self.components_.T, X, self._n_threads())
         else:
             Y = X @ self.components_.toarray()
         if self.normalize:
             norms = np.linalg.norm(Y, axis=1, keepdims=True)
             Y = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
         return Y
+
+    def _n_threads(self):
+        """Threads of fit and transform: ``n_jobs``, or every core this process may use."""
+        return len(os.sched_getaffinity(0)) if self.n_jobs in (None, -1) else self.n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
