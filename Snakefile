@@ -16,6 +16,7 @@ include: "workflow/rules/signatures.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/sparse.smk"
 include: "workflow/rules/seeds.smk"
+include: "workflow/rules/jcf.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -37,30 +37,43 @@ def test_mean_nonzeros_and_support():
 
 
 def test_projection_records_hand_worked():
-    pca = dense_projection_record("PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, test_map=0.5, train_s=0.1)
+    recall = {"recall_at_1": 0.5}
+    pca = dense_projection_record(
+        "PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, test_map=0.5, train_s=0.1, recall=recall
+    )
     assert pca["model_bytes"] == 4 * 10 * 3 and pca["madds_per_query"] == 10 * 2 + 2 * 4
     assert pca["db_bytes_per_image"] == 4 * 2
     U = np.zeros((10, 2))
     U[[1, 4, 7], [0, 1, 1]] = 1.0
-    sparse = sparse_projection_record("sparse rank", "fv-8", projection_cost(U), n_database=4, test_map=0.6, train_s=1.0)
+    sparse = sparse_projection_record(
+        "sparse rank", "fv-8", projection_cost(U), n_database=4, test_map=0.6, train_s=1.0, recall=recall
+    )
     assert sparse["model_bytes"] == 8 * 3 + 4 * 3 and sparse["madds_per_query"] == 3 + 2 * 4
+    assert sparse["recall_at_1"] == pca["recall_at_1"] == 0.5
     assert check_record(sparse) is sparse
 
 
 def test_check_record_refuses_missing_keys_and_percentages():
     with pytest.raises(ValueError, match="lacks"):
         check_record({"method": "x", "test_map": 0.5})
-    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, test_map=55.0, train_s=0.1)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, test_map=55.0, train_s=0.1, recall={"recall_at_1": 0.5})
+    with pytest.raises(ValueError, match=r"test_map must be in \[0, 1\]"):
+        check_record(record)
+    without_recall = {key: value for key, value in record.items() if key != "recall_at_1"}
+    with pytest.raises(ValueError, match=r"lacks \['recall_at_1'\]"):
+        check_record({**without_recall, "test_map": 0.5})
+    record = {**record, "test_map": 0.5, "recall_at_1": 87.6}
+    with pytest.raises(ValueError, match=r"recall_at_1 must be in \[0, 1\]"):
         check_record(record)
 
 
 def test_comparison_table_orders_and_converts_units():
     records = pd.DataFrame(
         [
-            dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, 0.5, 0.1),
+            dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, 0.5, 0.1, {"recall_at_1": 0.75}),
             {"method": "tf-idf", "signature": "tfidf", "query_dims": 3.5, "model_bytes": 2048,
-             "db_bytes_per_image": 28.0, "madds_per_query": 10.4, "test_map": 0.61234, "train_s": 0.01},
+             "db_bytes_per_image": 28.0, "madds_per_query": 10.4, "test_map": 0.61234, "recall_at_1": 0.8125,
+             "train_s": 0.01},
         ]
     )
     table = seeds_comparison_table(records)
@@ -68,6 +81,7 @@ def test_comparison_table_orders_and_converts_units():
     assert list(table["Input"]) == ["tf-idf", "FV-8"]
     assert table.loc[0, "Model KiB"] == 2.0 and table.loc[0, "Test mAP"] == pytest.approx(61.23)
     assert table.loc[0, "Madds per query"] == 10 and table.loc[0, "Bytes per db image"] == 28
+    assert list(table["Recall@1"]) == [81.25, 75.0]
 
 
 def test_database_bytes():

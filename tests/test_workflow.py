@@ -143,7 +143,20 @@ def test_seeds_comparison_covers_every_method(tiny_run):
     # 2 comparison signatures x 2 dims for PCA, x 2 sparsities for the projectors.
     assert (table["Method"].str.startswith("PCA")).sum() == 4
     assert (table["Method"].str.startswith("sparse rank")).sum() == 8
-    assert table["Test mAP"].between(0, 100).all() and (table["Model KiB"] > 0).all()
+    # JCF (seed 004): the learned models and the second-order baselines, on local features.
+    jcf = table[table["Input"] == "local (FV-8)"]
+    assert set(jcf["Method"]) == {
+        "second-order pooling",
+        "codebook second-order pooling K=8",
+        "factorised R=4 (K=1)",
+        "JCF-4 (K=8)",
+        "JCF-4-2 (K=8)",
+    }
+    learned = ~table["Method"].str.contains("second-order pooling")
+    assert table["Test mAP"].between(0, 100).all() and (table.loc[learned, "Model KiB"] > 0).all()
+    assert (jcf.loc[~learned, "Model KiB"] == 0).all()
+    # Recall@1 for every method, in %; the PCA rows' agree with the test signatures.
+    assert table["Recall@1"].notna().all() and table["Recall@1"].between(0, 100).all()
     assert (table["Madds per query"] > 0).all() and (table["Train s"] >= 0).all()
     assert (table["Bytes per db image"] > 0).all()
     # A projector at tau = 0.99 stores less than PCA at the same R on the same input.
@@ -222,3 +235,80 @@ def test_retrievals_figure_is_drawn(tiny_run):
         assert (tiny_run / f"results/figures/retrievals.{ext}").stat().st_size > 10_000
     log = (tiny_run / "logs/retrievals_figure.log").read_text()
     assert log.count("INFO ndir.stages.report: query ") == 5 and "(misses near duplicates" in log
+
+
+def test_jcf_table_and_figure(tiny_run):
+    """The JCF table: the two second-order baselines, then each factorised model of the
+    tiny config (K = 1, JCF-4 and JCF-4-2 at K = 8) after its random initialisation."""
+    table = pd.read_csv(tiny_run / "results/tables/jcf.csv")
+    assert list(table.columns) == [
+        "Method", "K", "R", "k", "Parameters", "Dims", "Bytes per db image", "Test mAP", "Recall@1", "Best epoch", "Train s",
+    ]  # fmt: skip
+    assert list(table["Method"]) == [
+        "second-order pooling",
+        "codebook second-order pooling K=8",
+        "factorised R=4 (K=1), random init",
+        "factorised R=4 (K=1)",
+        "JCF-4 (K=8), random init",
+        "JCF-4 (K=8)",
+        "JCF-4-2 (K=8), random init",
+        "JCF-4-2 (K=8)",
+    ]
+    d = 16  # codebooks.pca_dims of the tiny config
+    T = d * (d + 1) // 2
+    assert list(table["Dims"]) == [T, 8 * T] + [4] * 6
+    assert list(table["Parameters"]) == [0, 0] + [2 * 4 * d] * 2 + [2 * 4 * d * 8] * 2 + [2 * (8 * 2 + 4 * d * 2)] * 2
+    assert (table["Bytes per db image"] == 4 * table["Dims"]).all()
+    assert table[["Test mAP", "Recall@1"]].stack().between(0, 100).all()
+    assert table["Best epoch"].notna().tolist() == [False, False] + [False, True] * 3
+    assert table["Best epoch"].dropna().between(0, 2).all()  # seeds.jcf.epochs: 2
+    # The comparison shows the learned models with the same values.
+    comparison = pd.read_csv(tiny_run / "results/tables/seeds_comparison.csv").set_index("Method")
+    for _, row in table[~table["Method"].str.endswith("random init")].iterrows():
+        for column in ("Test mAP", "Recall@1"):
+            assert comparison.loc[row["Method"], column] == row[column]
+    for ext in ("png", "pdf"):
+        assert (tiny_run / f"results/figures/jcf_recall_vs_parameters.{ext}").stat().st_size > 10_000
+    history = pd.read_csv(tiny_run / "results/jcf/K8-R4-k2.csv")
+    assert list(history["epoch"]) == [0, 1, 2] and history["holdout_map"].between(0, 1).all()
+    info = json.loads((tiny_run / "results/run_info.json").read_text())
+    assert {"extract_jcf_features", "train_jcf", "jcf_report"} <= {r["rule"] for r in info["rules"]}
+
+
+def test_recall_at_1_of_the_seeds_comparison_is_recomputable(tiny_run):
+    """Recall@1 of a PCA row and of the tf-idf row, recomputed from the run's files."""
+    import scipy.sparse as sp
+
+    from ndir.bovw import inverse_document_frequency, tfidf
+    from ndir.evaluation import recall_at_k
+    from ndir.projection import PCAProjection
+    from ndir.stages.common import split_rows, split_signatures
+
+    comparison = pd.read_csv(tiny_run / "results/tables/seeds_comparison.csv").set_index(["Method", "Input"])
+    images = tiny_run / "results/data/images.csv"
+    splits = split_signatures(images, tiny_run / "results/signatures/fv-8.npy")
+    X_test, groups, _ = splits["test"]
+    Y = PCAProjection(n_components=8).fit(splits["train"][0]).transform(X_test)
+    expected = 100 * recall_at_k(Y, groups, (1,))[1]
+    assert comparison.loc[("PCA R=8", "FV-8"), "Recall@1"] == pytest.approx(expected, abs=0.006)
+    counts = split_rows(images, sp.load_npz(tiny_run / "results/signatures/bovw.npz").tocsr())
+    weighted = tfidf(counts["test"][0], inverse_document_frequency(counts["train"][0]))
+    expected = 100 * recall_at_k((weighted @ weighted.T).toarray(), groups, (1,), "precomputed")[1]
+    assert comparison.loc[("tf-idf", "tf-idf"), "Recall@1"] == pytest.approx(expected, abs=0.006)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("seeds: {jcf: {shared_ranks: [9]}}", "seeds.jcf.shared_ranks"),
+        ("seeds: {jcf: {codebook: fv-64}}", "seeds.jcf.codebook"),
+    ],
+)
+def test_impossible_jcf_config_names_the_key(tmp_path, override, key):
+    config = tmp_path / "bad.yaml"
+    config.write_text(override + "\n")
+    result = run_snakemake(
+        tmp_path, "-n", "--configfile", str(REPO / "tests/configs/tiny.yaml"), str(config), check=False
+    )
+    assert result.returncode != 0
+    assert key in result.stdout + result.stderr

@@ -1,7 +1,8 @@
 """Quality and cost at query time of the sparse similarity learners, side by side.
 
 Every method of the comparison (tf-idf, SOML-TG/DA, the sparse similarity matrix,
-PCA and the sparse rank projectors) is summarised by one *record*: a dict with
+PCA, the sparse rank projectors, and JCF with its second-order baselines) is summarised
+by one *record*: a dict with
 
 ``method``, ``signature``
     What was learned, on which input (``"tfidf"``, ``"fv-256"``...).
@@ -21,12 +22,18 @@ PCA and the sparse rank projectors) is summarised by one *record*: a dict with
     products costing the size of the overlap of the two supports (an inverted file).
 ``test_map``
     Holidays mAP in [0, 1] on the test split.
+``recall_at_1``
+    Recall@1 in [0, 1] on the test split, every test image a query
+    (:func:`ndir.evaluation.recall_at_k`, the measure of the JCF poster); records
+    also carry ``recall_at_2``, ``recall_at_4`` and ``recall_at_8`` (:func:`recalls`).
 ``train_s``
     Wall time of the fit, in seconds.
 """
 
 import numpy as np
 import scipy.sparse as sp
+
+from .evaluation import recall_at_k
 
 RECORD_KEYS = (
     "method",
@@ -36,8 +43,22 @@ RECORD_KEYS = (
     "db_bytes_per_image",
     "madds_per_query",
     "test_map",
+    "recall_at_1",
     "train_s",
 )
+
+#: The k of the Recall@k every record carries (``recall_at_<k>``).
+RECALL_KS = (1, 2, 4, 8)
+
+
+def recalls(X, groups, metric="dot"):
+    """``{"recall_at_1": ..., "recall_at_8": ...}`` of the test split (:data:`RECALL_KS`).
+
+    ``X`` and ``metric`` as for :func:`ndir.evaluation.recall_at_k`: the test images'
+    signatures compared by dot product, or their (n_test, n_test) similarities
+    (``"precomputed"``); every test image is a query, its own score ignored.
+    """
+    return {f"recall_at_{k}": value for k, value in recall_at_k(X, groups, RECALL_KS, metric).items()}
 
 
 def support(X):
@@ -72,9 +93,11 @@ def database_bytes(X, sparse):
     return (8.0 if sparse else 4.0) * mean_nonzeros(X)
 
 
-def dense_projection_record(method, signature, n_features, n_components, n_database, test_map, train_s):
-    """Record of a dense D x R projection (PCA): storage 4 D R (+ the 4 D mean)."""
+def dense_projection_record(method, signature, n_features, n_components, n_database, test_map, train_s, recall):
+    """Record of a dense D x R projection (PCA): storage 4 D R (+ the 4 D mean);
+    ``recall`` the :func:`recalls` of its test signatures."""
     return {
+        **recall,
         "method": method,
         "signature": signature,
         "query_dims": n_components,
@@ -86,10 +109,12 @@ def dense_projection_record(method, signature, n_features, n_components, n_datab
     }
 
 
-def sparse_projection_record(method, signature, cost, n_database, test_map, train_s):
-    """Record of a sparse projector from its :func:`ndir.projection.projection_cost`."""
+def sparse_projection_record(method, signature, cost, n_database, test_map, train_s, recall):
+    """Record of a sparse projector from its :func:`ndir.projection.projection_cost`;
+    ``recall`` the :func:`recalls` of its test signatures."""
     R = cost["n_components"]
     return {
+        **recall,
         "method": method,
         "signature": signature,
         "query_dims": R,
@@ -102,10 +127,12 @@ def sparse_projection_record(method, signature, cost, n_database, test_map, trai
 
 
 def check_record(record):
-    """Raise ValueError unless ``record`` has every key of :data:`RECORD_KEYS` and a mAP in [0, 1]."""
+    """Raise ValueError unless ``record`` has every key of :data:`RECORD_KEYS`, and a
+    mAP and Recall@1 in [0, 1]."""
     missing = [key for key in RECORD_KEYS if key not in record]
     if missing:
         raise ValueError(f"comparison record {record.get('method')!r} lacks {missing}")
-    if not 0.0 <= record["test_map"] <= 1.0:
-        raise ValueError(f"comparison record {record['method']!r}: test_map must be in [0, 1]")
+    for key in ("test_map", "recall_at_1"):
+        if not 0.0 <= record[key] <= 1.0:
+            raise ValueError(f"comparison record {record['method']!r}: {key} must be in [0, 1]")
     return record

@@ -133,3 +133,38 @@ def check_config(config):
                     f"{key}: {missing} not among the signatures the workflow computes "
                     f"({sorted(grid)}); pick from those or extend signatures.encodings/codebook_sizes"
                 )
+        if seeds["jcf"]["enabled"]:
+            _check_jcf(seeds["jcf"], grid, pca_dims)
+
+
+def _check_jcf(jcf, grid, pca_dims):
+    """Checks of ``seeds.jcf`` against the signature grid and the descriptor PCA."""
+    if jcf["codebook"] not in grid:
+        raise ConfigError(
+            f"seeds.jcf.codebook: {jcf['codebook']!r} not among the signatures the workflow computes "
+            f"({sorted(grid)}); JCF uses a Fisher codebook of the grid (fv-K)"
+        )
+    K = int(jcf["codebook"].split("-")[1])
+    if jcf["descriptors_per_image"] < K:
+        raise ConfigError(
+            f"seeds.jcf.descriptors_per_image: {jcf['descriptors_per_image']} local features per image "
+            f"for the codebook's K = {K} codewords; keep at least K"
+        )
+    too_wide = [k for k in jcf["shared_ranks"] if k > K]
+    if too_wide:
+        raise ConfigError(
+            f"seeds.jcf.shared_ranks: {too_wide} above the codebook's K = {K} "
+            f"({jcf['codebook']}); the shared projectors A, B are K x k with k <= K"
+        )
+    budget = pca_dims * (pca_dims + 1) // 2
+    too_many = [R for R in jcf["dims"] if R > budget]
+    if too_many:
+        raise ConfigError(
+            f"seeds.jcf.dims: {too_many} above d (d+1) / 2 = {budget} (d = codebooks.pca_dims = {pca_dims}), "
+            "the dimension of the second-order pooling the factorisation compresses; use smaller R"
+        )
+    if not (jcf["full_codebook"] or jcf["without_codebook"] or jcf["shared_ranks"]):
+        raise ConfigError(
+            "seeds.jcf: no model to learn (full_codebook and without_codebook false, shared_ranks empty); "
+            "enable one or set seeds.jcf.enabled: false"
+        )

@@ -1,5 +1,7 @@
-"""Figures 2-4 of Negrel et al. 2014 from training histories, as PNG and PDF, and the
-retrievals figure (queries and their top results, :func:`retrievals_figure`).
+"""Figures 2-4 of Negrel et al. 2014 from training histories, as PNG and PDF, the seeds
+comparison's and the JCF poster's figures (:func:`seeds_comparison_figure`,
+:func:`jcf_recall_figure`) and the retrievals figure (queries and their top results,
+:func:`retrievals_figure`).
 
 A history is what :func:`ndir.stages.sparse.train_sparse_projector` writes: one row per
 iteration with ``objective`` and, every few steps, ``{train,test}_map_{dot,l2}``.
@@ -83,7 +85,7 @@ def seeds_comparison_figure(records, stem):
     family and input (e.g. PCA on FV-256 at each R) are joined by a line, colours
     tell the inputs apart.
     """
-    from .report import method_family
+    from .report import input_label, method_family
 
     records = records.assign(family=records["method"].map(method_family))
     markers = dict(zip(sorted(records["family"].unique()), "osD^v<>pPX*h"))
@@ -97,13 +99,74 @@ def seeds_comparison_figure(records, stem):
             marker=markers[family],
             color=colours[signature],
             linestyle="-" if len(rows) > 1 else "none",
-            label=f"{family} ({'tf-idf' if signature == 'tfidf' else signature.upper()})",
+            label=f"{family} ({input_label(signature)})",
         )
     ax.set_xscale("log")
     ax.set(xlabel="bytes stored for the learned model (log scale)", ylabel="test mAP (%)")
-    ax.set_title("Sparse similarity learners: accuracy against storage")
+    ax.set_title("Seeds comparison: accuracy against storage")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="x-small", ncol=2, loc="best")
+    _save(fig, stem)
+
+
+#: Markers of the JCF figure's learned families (:data:`ndir.report.JCF_FAMILY_ORDER`).
+JCF_MARKERS = {"factorised": "s", "JCF": "o", "JCF shared": "D"}
+
+
+def jcf_recall_figure(records, stem):
+    """Recall@1 (%) against the number of learned parameters (log scale), the JCF
+    poster's figure, on our test split.
+
+    ``records``: the JCF records (:mod:`ndir.stages.jcf`). Each learned model is a
+    filled marker (one per family: factorised without codebook, JCF-R, JCF-R-k),
+    its random initialisation an open marker joined to it by a dotted line, both
+    labelled with the method. The second-order pooling baselines learn nothing: they
+    are horizontal lines, labelled with their dimensions.
+    """
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(7.5, 5), constrained_layout=True)
+    models = records[records["initialisation"] != "none"]
+    learned = models[models["initialisation"] == "learned"].sort_values(["family", "n_parameters"])
+    for i, row in enumerate(learned.itertuples()):
+        colour = colours[i % len(colours)]
+        random = models[(models["initialisation"] == "random") & (models["method"] == f"{row.method}, random init")]
+        if len(random):
+            ax.plot(
+                [row.n_parameters] * 2,
+                [100 * random["recall_at_1"].iloc[0], 100 * row.recall_at_1],
+                linestyle=":",
+                color=colour,
+            )
+            ax.plot(
+                row.n_parameters,
+                100 * random["recall_at_1"].iloc[0],
+                marker=JCF_MARKERS.get(row.family, "o"),
+                markerfacecolor="white",
+                color=colour,
+                linestyle="none",
+            )
+        ax.plot(
+            row.n_parameters,
+            100 * row.recall_at_1,
+            marker=JCF_MARKERS.get(row.family, "o"),
+            color=colour,
+            linestyle="none",
+            label=f"{row.method}: {row.n_parameters:,} parameters",
+        )
+        ax.annotate(
+            row.method, (row.n_parameters, 100 * row.recall_at_1), textcoords="offset points", xytext=(6, 4), fontsize=7
+        )
+    baselines = records[records["initialisation"] == "none"].sort_values("dims")
+    for style, row in zip(("--", "-."), baselines.itertuples()):
+        ax.axhline(100 * row.recall_at_1, color="0.35", linestyle=style, linewidth=1, label=f"{row.method} ({row.dims:,} dims)")
+    ax.set_xscale("log")
+    if len(learned):
+        low, high = learned["n_parameters"].min(), learned["n_parameters"].max()
+        ax.set_xlim(low / 3, high * 3)
+    ax.set(xlabel="learned parameters (log scale)", ylabel="test Recall@1 (%)")
+    ax.set_title("JCF: Recall@1 against parameters (open markers: random initialisation)", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="x-small", loc="best")
     _save(fig, stem)
 
 

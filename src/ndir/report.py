@@ -14,6 +14,7 @@ INRIA Holidays test half) ship with the package in ``ndir/reference/``.
 
 import math
 import os
+import re
 import tempfile
 from importlib.resources import files
 from pathlib import Path
@@ -288,12 +289,30 @@ def cost_table(costs, signature):
 
 def method_family(method):
     """The family of a comparison row's method: ``"PCA R=64"`` -> ``"PCA"``,
-    ``"sparse rank R=64 τ=0.99"`` -> ``"sparse rank τ=0.99"``."""
+    ``"sparse rank R=64 τ=0.99"`` -> ``"sparse rank τ=0.99"``, ``"JCF-64-8 (K=64)"``
+    -> ``"JCF-R-8 (K=64)"``, ``"factorised R=64 (K=1)"`` -> ``"factorised (K=1)"``."""
     if method.startswith("PCA"):
         return "PCA"
     if method.startswith("sparse rank"):
         return "sparse rank " + method.split()[-1]
+    jcf = re.fullmatch(r"JCF-\d+(-\d+)? (\(K=\d+\))(.*)", method)
+    if jcf:
+        return f"JCF-R{jcf.group(1) or ''} {jcf.group(2)}{jcf.group(3)}"
+    factorised = re.fullmatch(r"factorised R=\d+ (.*)", method)
+    if factorised:
+        return f"factorised {factorised.group(1)}"
     return method
+
+
+def input_label(signature):
+    """How the tables print a record's input: ``"tfidf"`` -> ``"tf-idf"``, ``"fv-256"``
+    -> ``"FV-256"``, ``"local-fv-64"`` (JCF's local features, seen through the FV-64
+    codebook's PCA and GMM) -> ``"local (FV-64)"``."""
+    if signature == "tfidf":
+        return "tf-idf"
+    if signature.startswith("local-"):
+        return f"local ({signature.removeprefix('local-').upper()})"
+    return signature.upper()
 
 
 def seeds_comparison_table(records):
@@ -310,7 +329,7 @@ def seeds_comparison_table(records):
     DataFrame
         Method, input signature, query dimensions (or mean non-zeros), KiB stored for
         the model, bytes stored per database image, multiply-adds per query (mapping it, then scoring the test database), test
-        mAP (%) and training seconds; rows by input (tf-idf first), then model size.
+        mAP (%), Recall@1 (%) and training seconds; rows by input (tf-idf first), then model size.
     """
     order = records.assign(
         input_order=records["signature"].map(lambda s: (s != "tfidf", s)),
@@ -318,12 +337,62 @@ def seeds_comparison_table(records):
     return pd.DataFrame(
         {
             "Method": order["method"],
-            "Input": order["signature"].map(lambda s: "tf-idf" if s == "tfidf" else s.upper()),
+            "Input": order["signature"].map(input_label),
             "Query dims": order["query_dims"].astype(float),
             "Model KiB": order["model_bytes"].astype(float) / 1024.0,
             "Bytes per db image": order["db_bytes_per_image"].round().astype(np.int64),
             "Madds per query": order["madds_per_query"].round().astype(np.int64),
             "Test mAP": _percent(order["test_map"]),
+            "Recall@1": _percent(order["recall_at_1"]),
+            "Train s": order["train_s"].astype(float),
+        }
+    ).reset_index(drop=True)
+
+
+#: The ``family`` of the JCF records (:mod:`ndir.stages.jcf`), in the JCF table's order.
+JCF_FAMILY_ORDER = ("second-order pooling", "codebook second-order pooling", "factorised", "JCF", "JCF shared")
+
+
+def jcf_table(records):
+    """The JCF table: second-order pooling, its codebook form and the factorisations.
+
+    Parameters
+    ----------
+    records : DataFrame
+        One row per evaluated representation (:mod:`ndir.stages.jcf`): ``method``,
+        ``family``, ``K``, ``R`` and ``k`` (None where they do not apply),
+        ``n_parameters``, ``dims``, ``initialisation`` (``none``, ``random`` or
+        ``learned``), ``db_bytes_per_image``, ``test_map``, ``recall_at_1`` (in [0, 1]),
+        ``train_s`` and, for the learned models, ``best_epoch``.
+
+    Returns
+    -------
+    DataFrame
+        Method, K, R, k (empty where they do not apply), parameters learned,
+        dimensions, bytes per database image, test mAP (%), Recall@1 (%), best epoch
+        and training seconds; the baselines first, then by family, R, k, each random
+        initialisation just before its learned model.
+    """
+    order = records.assign(
+        _family=records["family"].map(JCF_FAMILY_ORDER.index),
+        _R=records["R"].fillna(0),
+        _k=records["k"].fillna(0),
+        _init=records["initialisation"].map({"none": 0, "random": 1, "learned": 2}),
+    ).sort_values(["_family", "K", "_R", "_k", "_init"], kind="stable")
+    learned = order["initialisation"] == "learned"
+    best_epoch = order["best_epoch"] if "best_epoch" in order else pd.Series(np.nan, index=order.index)
+    return pd.DataFrame(
+        {
+            "Method": order["method"],
+            "K": order["K"].astype(int),
+            "R": order["R"].astype("Int64"),
+            "k": order["k"].astype("Int64"),
+            "Parameters": order["n_parameters"].astype(np.int64),
+            "Dims": order["dims"].astype(np.int64),
+            "Bytes per db image": order["db_bytes_per_image"].round().astype(np.int64),
+            "Test mAP": _percent(order["test_map"]),
+            "Recall@1": _percent(order["recall_at_1"]),
+            "Best epoch": best_epoch.where(learned).astype("Int64"),
             "Train s": order["train_s"].astype(float),
         }
     ).reset_index(drop=True)

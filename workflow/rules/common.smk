@@ -21,6 +21,7 @@ wildcard_constraints:
     tau=r"0(\.\d+)?",
     variant="tg|da|da-algorithm2",
     soml_input=r"tfidf|(vlad|fv)-\d+",
+    jcf_run=r"K\d+-R\d+(-k\d+)?",
 
 
 ENV = "../envs/ndir.yaml"
@@ -218,15 +219,100 @@ def bovw_shard_files():
 
 
 def seeds_records():
+    """Records of the seeds comparison: tf-idf, the seeds' learners, the learned JCF
+    models and the second-order baselines."""
     soml = config["seeds"]["soml"]
-    return [
-        "results/seeds/tfidf.json",
-        "results/seeds/similarity_matrix.json",
-    ] + [
-        f"results/seeds/soml-{variant}/{name}.json"
-        for variant in soml["variants"]
-        for name in soml["signatures"]
+    return (
+        [
+            "results/seeds/tfidf.json",
+            "results/seeds/similarity_matrix.json",
+        ]
+        + [
+            f"results/seeds/soml-{variant}/{name}.json"
+            for variant in soml["variants"]
+            for name in soml["signatures"]
+        ]
+        + jcf_records(random=False)
+    )
+
+
+def jcf_enabled():
+    return seeds_enabled() and config["seeds"]["jcf"]["enabled"]
+
+
+def jcf_codebook():
+    return f"results/codebooks/{config['seeds']['jcf']['codebook']}.npz"
+
+
+def jcf_shard_files():
+    n_shards = config["signatures"]["shards"]
+    return [f"results/jcf/features/shards/{s}.npz" for s in range(n_shards)]
+
+
+def jcf_runs():
+    """Run names ``K64-R64`` (JCF-R), ``K64-R64-k8`` (JCF-R-k), ``K1-R64`` (no codebook)."""
+    jcf = config["seeds"]["jcf"]
+    K = int(jcf["codebook"].split("-")[1])
+    runs = []
+    for R in jcf["dims"]:
+        if jcf["without_codebook"]:
+            runs.append(f"K1-R{R}")
+        if jcf["full_codebook"]:
+            runs.append(f"K{K}-R{R}")
+        runs += [f"K{K}-R{R}-k{k}" for k in jcf["shared_ranks"]]
+    return runs
+
+
+def jcf_records(random=True):
+    """The JCF records: the two baselines, each run learned (and its random initialisation)."""
+    if not jcf_enabled():
+        return []
+    baselines = [
+        "results/jcf/second_order_pooling.json",
+        "results/jcf/codebook_second_order_pooling.json",
     ]
+    learned = [f"results/jcf/{run}.json" for run in jcf_runs()]
+    randoms = [f"results/jcf/{run}-random.json" for run in jcf_runs()] if random else []
+    return baselines + learned + randoms
+
+
+def _jcf_run_parts(wildcards):
+    """``{"K": 64, "R": 64, "k": 8}`` of a JCF run name (``k`` absent unless shared)."""
+    return {part[0]: int(part[1:]) for part in wildcards.jcf_run.split("-")}
+
+
+def jcf_clusters(wildcards):
+    """The codebook size K of a JCF run (1: no codebook), as an int."""
+    return _jcf_run_parts(wildcards)["K"]
+
+
+def jcf_components(wildcards):
+    """The output dimension R of a JCF run, as an int."""
+    return _jcf_run_parts(wildcards)["R"]
+
+
+def jcf_shared(wildcards):
+    """The shared rank k of a JCF-R-k run, None for JCF-R and K = 1."""
+    return _jcf_run_parts(wildcards).get("k")
+
+
+def jcf_figure():
+    """The Recall@1-against-parameters figure as PNG (in the HTML report) and PDF."""
+    png = report(
+        "results/figures/jcf_recall_vs_parameters.png",
+        caption="../report/jcf_recall_vs_parameters.rst",
+        category="Figures",
+        labels={"figure": "JCF: Recall@1 against parameters"},
+    )
+    return [png, "results/figures/jcf_recall_vs_parameters.pdf"]
+
+
+def jcf_outputs():
+    if not jcf_enabled():
+        return []
+    return expand("results/tables/jcf.{ext}", ext=TABLE_FORMATS) + expand(
+        "results/figures/jcf_recall_vs_parameters.{ext}", ext=["png", "pdf"]
+    )
 
 
 def comparison_signature_files():
@@ -263,6 +349,8 @@ def comparison_figure():
 def seeds_outputs():
     if not seeds_enabled():
         return []
-    return expand("results/tables/seeds_comparison.{ext}", ext=TABLE_FORMATS) + expand(
-        "results/figures/seeds_comparison.{ext}", ext=["png", "pdf"]
+    return (
+        expand("results/tables/seeds_comparison.{ext}", ext=TABLE_FORMATS)
+        + expand("results/figures/seeds_comparison.{ext}", ext=["png", "pdf"])
+        + jcf_outputs()
     )

@@ -1,6 +1,6 @@
 """Stages of ``workflow/rules/seeds.smk``: the bag of visual words, the seeds' learners
-(tf-idf, SOML, the sparse similarity matrix) and their comparison with PCA and the
-sparse rank projectors.
+(tf-idf, SOML, the sparse similarity matrix) and their comparison with PCA, the
+sparse rank projectors and JCF (:mod:`ndir.stages.jcf`), by test mAP and Recall@1.
 """
 
 import json
@@ -13,6 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import bovw, comparison, report
+from ..errors import DatasetError
 from ..evaluation import holidays_map, map_from_scores
 from ..projection import PCAProjection, load_projector, projection_cost
 from ..similarity_matrix import SparseSimilarityMatrix
@@ -104,6 +105,23 @@ def _test_scores(score_pairs, X, groups, is_query):
     return map_from_scores(scores, query_rows, groups), X[query_rows]
 
 
+def _dot_scores(A, B):
+    """Dense dot products of the sparse rows of ``A`` and ``B`` (tf-idf cosine)."""
+    return (A @ B.T).toarray()
+
+
+def _test_recalls(score_pairs, X, groups):
+    """Recall@1, 2, 4, 8 on the test split of a model's ``score_pairs``, every test image a
+    query (:func:`ndir.comparison.recalls`)."""
+    return comparison.recalls(np.asarray(score_pairs(X, X), dtype=np.float64), groups, metric="precomputed")
+
+
+def _l2_rows(Y):
+    """Rows of ``Y`` at unit L2 norm (zero rows stay zero), as Table II scores reductions."""
+    norms = np.linalg.norm(Y, axis=1, keepdims=True)
+    return np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+
+
 def evaluate_tfidf(images, counts, record):
     """Record of the tf-idf baseline: cosine of tf-idf vectors, no learning."""
     splits = _bovw_splits(images, counts)
@@ -112,7 +130,7 @@ def evaluate_tfidf(images, counts, record):
     train_s = time.perf_counter() - start
     C_test, groups, is_query = splits["test"]
     X_test = bovw.tfidf(C_test, idf)
-    test_map, Q = _test_scores(lambda A, B: (A @ B.T).toarray(), X_test, groups, is_query)
+    test_map, Q = _test_scores(_dot_scores, X_test, groups, is_query)
     madds = comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(Q, X_test).mean()
     result = {
         "method": "tf-idf",
@@ -122,6 +140,7 @@ def evaluate_tfidf(images, counts, record):
         "db_bytes_per_image": comparison.database_bytes(X_test, sparse=True),
         "madds_per_query": float(madds),
         "test_map": test_map,
+        **_test_recalls(_dot_scores, X_test, groups),
         "train_s": train_s,
         "n_words": len(idf),
     }
@@ -159,6 +178,7 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
             comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(mapped, X_test).mean()
         ),
         "test_map": test_map,
+        **_test_recalls(estimator.score_pairs, X_test, groups),
         "train_s": train_s,
         "sparsity": float(estimator.sparsity_),
         "n_nonzero": int(estimator.n_nonzero_),
@@ -201,6 +221,7 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
             (comparison.support(Q) @ row_nnz).mean() + comparison.sparse_dot_madds(mapped, C_test).mean()
         ),
         "test_map": test_map,
+        **_test_recalls(estimator.score_pairs, C_test, groups),
         "train_s": train_s,
         "n_parameters": int(sp.triu(M).nnz),
         "holdout_map": float(estimator.holdout_map_),
@@ -214,50 +235,76 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     logger.info("sparse similarity matrix: %s", result)
 
 
+def _read_record(path):
+    """A comparison record (JSON), refused naming the file when an older ndir wrote it."""
+    record = json.loads(Path(path).read_text())
+    missing = [key for key in comparison.RECORD_KEYS if key not in record]
+    if missing:
+        raise DatasetError(f"{path}: comparison record without {missing} (written by an older ndir); delete it and rerun")
+    return record
+
+
 def seeds_comparison(images, records, signatures, projectors, histories, table, figure, dims):
     """The comparison table and figure: the seeds' learners, PCA and the sparse projectors.
 
-    ``records`` are the JSON records of the tf-idf baseline and the seeds' learners;
-    PCA is fitted here for each of ``dims`` on each of ``signatures``; the sparse
-    rank projectors (``projectors``, with their ``histories``) were trained by
-    :func:`ndir.stages.sparse.train_sparse_projector`. See :mod:`ndir.comparison`
-    for the columns.
+    ``records`` are the JSON records of the tf-idf baseline, the seeds' learners and
+    the JCF runs (:mod:`ndir.stages.jcf`); PCA is fitted here for each of ``dims`` on
+    each of ``signatures``; the sparse rank projectors (``projectors``, with their
+    ``histories``) were trained by :func:`ndir.stages.sparse.train_sparse_projector`.
+    Every row carries its test mAP and Recall@1 (every test image a query; PCA and
+    the projectors' reductions L2-normalised, as Tables I and II score them). See
+    :mod:`ndir.comparison` for the columns. Rows without stored bytes (second-order
+    pooling learns nothing) are left out of the figure, whose axis is logarithmic.
     """
     from .. import figures as plots  # matplotlib, only for the one stage that draws
 
-    rows = [json.loads(Path(path).read_text()) for path in records]
+    rows = [_read_record(path) for path in records]
+    test_splits = {}
     for path in signatures:
         name = signature_name(path)
         splits = split_signatures(images, path)
         X_train = splits["train"][0]
-        X_test, groups, is_query = splits["test"]
+        X_test, groups, is_query = test_splits[name] = splits["test"]
         for R in dims:
             start = time.perf_counter()
             pca = PCAProjection(n_components=R).fit(X_train)
             train_s = time.perf_counter() - start
-            test_map = holidays_map(pca.transform(X_test), groups, is_query)
+            Y = pca.transform(X_test)
             rows.append(
-                comparison.dense_projection_record(f"PCA R={R}", name, X_test.shape[1], R, len(X_test), test_map, train_s)
+                comparison.dense_projection_record(
+                    f"PCA R={R}",
+                    name,
+                    X_test.shape[1],
+                    R,
+                    len(X_test),
+                    holidays_map(Y, groups, is_query),
+                    train_s,
+                    comparison.recalls(Y, groups),
+                )
             )
     n_test = int((read_image_table(images)["split"] == "test").sum())
     maps = final_maps(histories).set_index(["signature", "R", "tau"])["final"]
     for path in projectors:
         U, meta = load_projector(path)
-        R, tau = meta["n_components"], meta["sparsity"]
+        R, tau, name = meta["n_components"], meta["sparsity"], meta["signature"]
+        if name not in test_splits:
+            raise DatasetError(f"{path}: a projector of {name}, whose signatures are not among the comparison's inputs")
+        X_test, groups, _ = test_splits[name]
         rows.append(
             comparison.sparse_projection_record(
                 f"sparse rank R={R} τ={tau:g}",
-                meta["signature"],
+                name,
                 projection_cost(U),
                 n_test,
-                maps.loc[(meta["signature"], R, tau)],
+                maps.loc[(name, R, tau)],
                 meta["fit_seconds"],
+                comparison.recalls(_l2_rows(X_test @ U.toarray()), groups),
             )
         )
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])
     report.write_table(
         report.seeds_comparison_table(frame),
         Path(table[0]).with_suffix(""),
-        caption="Sparse similarity learners on the same split: size and cost at query time, test mAP (%)",
+        caption="The seeds' learners, PCA and the sparse rank projectors on the same split: size and cost at query time, test mAP and Recall@1 (%)",
     )
-    plots.seeds_comparison_figure(frame, stem=Path(figure[0]).with_suffix(""))
+    plots.seeds_comparison_figure(frame[frame["model_bytes"] > 0], stem=Path(figure[0]).with_suffix(""))

@@ -1,0 +1,385 @@
+"""Stages of ``workflow/rules/jcf.smk``: Joint Codebook Factorization (seed 004) and the
+second-order baselines it is about, on ndir's own local features.
+
+Local features: each image's dense HOG (the descriptors every signature is built
+from), a seeded subsample of ``per_image`` of them (:func:`ndir.jcf.subsample_descriptors`,
+keyed by the image's row in the image table, so that the number of shards does not
+change the sample), reduced by the descriptor PCA of the JCF codebook, a Fisher
+codebook of the grid (``seeds.jcf.codebook``). Only these ``x`` are stored; the soft
+assignments ``h(x)`` (the same codebook's GMM posteriors) are recomputed when loading,
+which costs less than reading them (:func:`load_features`).
+
+Every representation is scored on the test split as everywhere else (Holidays mAP,
+one query per group) and by Recall@1, 2, 4, 8 (every test image a query). Each
+evaluation writes a JSON *record* with the keys of :data:`ndir.comparison.RECORD_KEYS`
+and the JCF table's (:data:`JCF_KEYS`); the learned JCF models and the two baselines
+also enter the seeds comparison.
+"""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import comparison, report
+from ..encoding import gmm_posteriors
+from ..errors import DatasetError
+from ..evaluation import holidays_map
+from ..index import load_codebook
+from ..jcf import JCF, codebook_second_order_pooling, second_order_pooling, subsample_descriptors
+from .common import (
+    atomic_output,
+    check_shard_order,
+    describe_image,
+    read_image_table,
+    shard_rows,
+    signature_name,
+    table_caption,
+    write_csv,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Keys a JCF record has beside :data:`ndir.comparison.RECORD_KEYS`: codebook size K
+#: (1 without codebook), output dimension R and shared rank k (None where they do
+#: not apply), learned parameters, signature dimensions, ``initialisation``
+#: (``"none"`` for the baselines, ``"random"`` or ``"learned"``); ``family`` is one
+#: of :data:`ndir.report.JCF_FAMILY_ORDER`.
+JCF_KEYS = ("family", "K", "R", "k", "n_parameters", "dims", "initialisation")
+
+
+# --------------------------------------------------------------------------- local features
+
+
+def local_signature(codebook):
+    """Input name of the JCF records: the local features as ``codebook`` (a path or
+    a name such as ``fv-64``) sees them, e.g. ``"local-fv-64"``."""
+    return "local-" + signature_name(codebook)
+
+
+def shard_features(paths, rows, codebook, per_image, seed, descriptors):
+    """Local features ``x`` of images: subsampled dense HOG reduced by the codebook's PCA.
+
+    Parameters
+    ----------
+    paths : image files; rows : their rows in the image table (the subsample's keys).
+    codebook : :class:`ndir.codebooks.FisherCodebook`.
+    per_image, seed : see :func:`ndir.jcf.subsample_descriptors`.
+    descriptors : the workflow's descriptor parameters (:func:`describe_image`).
+
+    Returns
+    -------
+    features : (sum n_i, d) float32, the images' rows one after the other.
+    offsets : (n_images + 1,) int64, image ``j`` owning rows ``offsets[j]:offsets[j + 1]``.
+    """
+    parts = []
+    for path, row in zip(paths, rows):
+        local = describe_image(path, descriptors)
+        if len(local) == 0:
+            raise DatasetError(f"{path}: no local descriptor (image smaller than a HOG cell?); remove it")
+        (sample,) = subsample_descriptors([local], per_image, seed, keys=[int(row)])
+        parts.append(codebook.pca_.transform(np.asarray(sample, dtype=np.float32)).astype(np.float32))
+    d = codebook.pca_.components_.shape[1]
+    features = np.concatenate(parts) if parts else np.zeros((0, d), dtype=np.float32)
+    offsets = np.concatenate([[0], np.cumsum([len(p) for p in parts], dtype=np.int64)]).astype(np.int64)
+    return features, offsets
+
+
+def extract_jcf_features(images, codebook, features, shard, n_shards, per_image, seed, descriptors):
+    """Local features of one shard of the images (:func:`shard_features`), as an ``.npz``
+    with ``image_id``, ``features`` and ``offsets``."""
+    table = read_image_table(images)
+    rows = shard_rows(len(table), shard, n_shards)
+    part = table.iloc[rows]
+    model = _fisher_codebook(codebook)
+    X, offsets = shard_features(part["path"], range(rows.start, rows.stop), model, per_image, seed, descriptors)
+    logger.info("shard %d: %d images, %d local features of dimension %d", shard, len(part), len(X), X.shape[1])
+    with atomic_output(features) as tmp:
+        np.savez(tmp, image_id=part["image_id"].to_numpy(dtype=str), features=X, offsets=offsets)
+
+
+def gather_jcf_features(images, shards, features):
+    """Concatenate the shards' local features in the image table's order (checked)."""
+    parts, ids, offsets, start = [], [], [np.zeros(1, dtype=np.int64)], 0
+    for path in shards:
+        with np.load(path) as npz:
+            parts.append(npz["features"])
+            ids.append(npz["image_id"])
+            offsets.append(npz["offsets"][1:] + start)
+            start += len(npz["features"])
+    check_shard_order(images, ids, "JCF local-feature", "extract_jcf_features")
+    with atomic_output(features) as tmp:
+        np.savez(
+            tmp, image_id=np.concatenate(ids), features=np.concatenate(parts), offsets=np.concatenate(offsets)
+        )
+
+
+def _fisher_codebook(path):
+    model, name = load_codebook(path)
+    if not name.startswith("fv-"):
+        raise DatasetError(f"{path}: JCF needs a Fisher codebook (its GMM posteriors are h(x)), not {name}")
+    return model
+
+
+def load_features(images, features, codebook=None):
+    """Local features by split, with the codebook's posteriors recomputed.
+
+    Returns ``{split: (X, H, groups, is_query)}`` for ``train`` and ``test``: ``X`` a
+    list of (n_i, d) float32 arrays, ``H`` the list of their (n_i, K) posteriors under
+    ``codebook`` (a path; :func:`ndir.jcf.codebook_features` gives the same), or None
+    when ``codebook`` is None.
+    """
+    table = read_image_table(images)
+    with np.load(features) as npz:
+        ids, X, offsets = npz["image_id"], npz["features"], npz["offsets"]
+    if not np.array_equal(ids, table["image_id"].to_numpy(dtype=str)):
+        raise DatasetError(f"{features}: images differ from {images}; rerun extract_jcf_features")
+    model = None if codebook is None else _fisher_codebook(codebook)
+    if model is not None and model.means_.shape[1] != X.shape[1]:
+        raise DatasetError(f"{features}: features of dimension {X.shape[1]}, not the codebook's; rerun extract_jcf_features")
+    per_image = [X[offsets[j] : offsets[j + 1]] for j in range(len(table))]
+    out = {}
+    for name in ("train", "test"):
+        mask = (table["split"] == name).to_numpy()
+        chosen = [x for x, keep in zip(per_image, mask) if keep]
+        H = None
+        if model is not None:
+            H = [gmm_posteriors(x, model.weights_, model.means_, model.variances_) for x in chosen]
+        out[name] = (
+            chosen,
+            H,
+            table.loc[mask, "group"].to_numpy(),
+            table.loc[mask, "is_query"].to_numpy(dtype=bool),
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- records
+
+
+def pooling_madds(n_features, d, K, R=None, k=None, n_database=0):
+    """Multiply-adds to encode one image of ``n_features`` local features and score it
+    against ``n_database`` images. The codebook's posteriors, shared with the Fisher
+    Vector of the same codebook, are not counted (as no row counts computing its
+    input signature).
+
+    - second-order pooling (``R`` None, ``K`` = 1): ``n T`` products and sums, T =
+      d (d+1) / 2, then ``T`` per database image;
+    - codebook second-order pooling (``R`` None, K > 1): ``n T`` products and the
+      (K x n) by (n x T) pooling, ``K T`` per database image;
+    - JCF (``R`` given): the lift ``h ⊗ x`` (n c d, c = K, or k after the (n x K) by
+      (K x k) products ``A^T h``, ``B^T h``), the (n x c d) by (c d x 2R) projections,
+      ``n R`` products, then ``R`` per database image.
+    """
+    T = d * (d + 1) // 2
+    if R is None:
+        encode = n_features * T * (1 if K == 1 else 1 + K)
+        return encode + (T if K == 1 else K * T) * n_database
+    if k is None:
+        encode = n_features * K * d * (1 + 2 * R) + n_features * R
+    else:
+        encode = 2 * n_features * (K * k + k * d * (1 + R)) + n_features * R
+    return encode + R * n_database
+
+
+def method_name(family, K, R=None, k=None):
+    """Row label of a JCF record: ``"JCF-64-8 (K=64)"``, ``"factorised R=64 (K=1)"``..."""
+    if family == "second-order pooling":
+        return "second-order pooling"
+    if family == "codebook second-order pooling":
+        return f"codebook second-order pooling K={K}"
+    if family == "factorised":
+        return f"factorised R={R} (K=1)"
+    return f"JCF-{R}" + ("" if k is None else f"-{k}") + f" (K={K})"
+
+
+def jcf_record(family, signature, K, R, k, Y, groups, is_query, n_parameters, train_s, initialisation):
+    """A record (:data:`ndir.comparison.RECORD_KEYS` but the multiply-adds, and
+    :data:`JCF_KEYS`) of test signatures ``Y`` (n_test, D), L2-normalised, compared by
+    dot product: Holidays mAP and Recall@1, 2, 4, 8 (every test image a query).
+
+    ``initialisation``: ``"none"``, ``"random"`` or ``"learned"``.
+    """
+    Y = np.asarray(Y)
+    dims = int(Y.shape[1])
+    method = method_name(family, K, R, k)
+    if initialisation == "random":
+        method += ", random init"
+    record = {
+        "method": method,
+        "family": family,
+        "signature": signature,
+        "K": int(K),
+        "R": None if R is None else int(R),
+        "k": None if k is None else int(k),
+        "n_parameters": int(n_parameters),
+        "dims": dims,
+        "initialisation": initialisation,
+        "query_dims": dims,
+        "model_bytes": 4 * int(n_parameters),
+        "db_bytes_per_image": 4 * dims,
+        "test_map": float(holidays_map(Y, groups, is_query)),
+        "train_s": float(train_s),
+        **comparison.recalls(Y, groups),
+    }
+    return record
+
+
+def _finish(record, n_features, d, n_database):
+    """Add the multiply-adds per query (:func:`pooling_madds`) and check the record."""
+    K, R, k = record["K"], record["R"], record["k"]
+    record["n_local_features"] = float(n_features)
+    record["madds_per_query"] = float(pooling_madds(n_features, d, K, R, k, n_database))
+    return comparison.check_record(record)
+
+
+def evaluate_second_order(images, features, codebook, pooling, codebook_pooling):
+    """Records of second-order pooling without codebook (``pooling``) and with the
+    codebook (``codebook_pooling``, K d (d+1)/2 dimensions) on the test split;
+    nothing is learned.
+
+    The plain signed square root (no smoothing: nothing is differentiated; the
+    smoothing ``seeds.jcf.sqrt_eps`` is relative to JCF's unit-RMS z, while the
+    entries of ``mean x x^T`` are around 1e-4 here, and smoothing them by 1e-4 cost
+    2 points of mAP on the default run).
+    """
+    splits = load_features(images, features, codebook)
+    X, H, groups, is_query = splits["test"]
+    n_features = float(np.mean([len(x) for x in X]))
+    d, K = X[0].shape[1], H[0].shape[1]
+    signature = local_signature(codebook)
+    for family, path, encode, clusters in (
+        ("second-order pooling", pooling, lambda: second_order_pooling(X), 1),
+        ("codebook second-order pooling", codebook_pooling, lambda: codebook_second_order_pooling(X, H), K),
+    ):
+        start = time.perf_counter()
+        Y = encode()
+        encode_s = time.perf_counter() - start
+        record = jcf_record(family, signature, clusters, None, None, Y, groups, is_query, 0, 0.0, "none")
+        record["encode_ms_per_image"] = 1e3 * encode_s / len(X)
+        write_json(_finish(record, n_features, d, len(X)), path)
+        logger.info("%s: %d dims, test mAP %.4f, Recall@1 %.4f", family, Y.shape[1], record["test_map"], record["recall_at_1"])
+        del Y
+
+
+def train_jcf(
+    images,
+    features,
+    codebook,
+    model,
+    record,
+    random_record,
+    history,
+    n_clusters,
+    n_components,
+    n_shared,
+    margin,
+    learning_rate,
+    epochs,
+    batch_groups,
+    holdout_fraction,
+    sqrt_eps,
+    seed,
+):
+    """Learn JCF-R (``n_shared`` None), JCF-R-k or, with ``n_clusters`` = 1, the
+    factorised form without codebook, on the training split; score it and its random
+    initialisation (the same estimator and seed, no epoch) on the test split.
+
+    Writes the model (``.npz``, :meth:`ndir.jcf.JCF.save`), the learned and the
+    random records (JSON) and the training history (CSV, one row per epoch, 0 = the
+    initialisation: loss, active triplets, hold-out mAP and Recall@1, seconds).
+    """
+    use_codebook = int(n_clusters) > 1
+    splits = load_features(images, features, codebook if use_codebook else None)
+    X_train, H_train, groups_train, _ = splits["train"]
+    X_test, H_test, groups, is_query = splits["test"]
+    if use_codebook and H_train[0].shape[1] != n_clusters:
+        raise DatasetError(f"{codebook}: K = {H_train[0].shape[1]} codewords, the run asks for K = {n_clusters}")
+    options = dict(
+        n_components=n_components,
+        n_shared=n_shared,
+        sqrt_eps=sqrt_eps,
+        margin=margin,
+        learning_rate=learning_rate,
+        batch_groups=batch_groups,
+        holdout_fraction=holdout_fraction,
+        random_state=seed,
+    )
+    family = "factorised" if not use_codebook else ("JCF" if n_shared is None else "JCF shared")
+    n_features = float(np.mean([len(x) for x in X_test]))
+    d = X_test[0].shape[1]
+    signature = local_signature(codebook)
+
+    start = time.perf_counter()
+    learned = JCF(n_epochs=epochs, **options).fit(X_train, H_train, groups_train)
+    train_s = time.perf_counter() - start
+    random = JCF(n_epochs=0, **options).fit(X_train, H_train, groups_train)
+
+    results = {}
+    for name, estimator, seconds in (("learned", learned, train_s), ("random", random, 0.0)):
+        start = time.perf_counter()
+        Y = estimator.transform(X_test, H_test)
+        encode_s = time.perf_counter() - start
+        result = jcf_record(
+            family,
+            signature,
+            n_clusters,
+            n_components,
+            n_shared,
+            Y,
+            groups,
+            is_query,
+            estimator.n_parameters_,
+            seconds,
+            name,
+        )
+        result.update(
+            {
+                "encode_ms_per_image": 1e3 * encode_s / len(X_test),
+                "epochs": int(estimator.n_epochs),
+                "best_epoch": int(estimator.best_epoch_),
+                "holdout_map": float(estimator.holdout_map_),
+                "n_holdout_images": int(estimator.n_holdout_images_),
+                "margin": float(margin),
+                "learning_rate": float(learning_rate),
+            }
+        )
+        results[name] = _finish(result, n_features, d, len(X_test))
+        logger.info("%s: %s", result["method"], result)
+    with atomic_output(model) as tmp:
+        learned.save(tmp)
+    write_csv(pd.DataFrame(learned.history_), history)
+    write_json(results["learned"], record)
+    write_json(results["random"], random_record)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def read_records(paths):
+    """The JCF records (JSON files) as a frame, each checked."""
+    rows = []
+    for path in paths:
+        row = json.loads(Path(path).read_text())
+        missing = [key for key in comparison.RECORD_KEYS + JCF_KEYS if key not in row]
+        if missing:
+            raise DatasetError(f"{path}: record without {missing} (written by an older ndir); delete it and rerun")
+        rows.append(comparison.check_record(row))
+    return pd.DataFrame(rows)
+
+
+def jcf_report(records, data_report, table, figure):
+    """The JCF table (:func:`ndir.report.jcf_table`) and the Recall@1-against-parameters
+    figure (:func:`ndir.figures.jcf_recall_figure`) from the runs' records."""
+    from .. import figures as plots  # matplotlib, only for the stages that draw
+
+    frame = read_records(records)
+    caption = table_caption(
+        "JCF (seed 004) and second-order pooling on dense HOG: test mAP and Recall@1 (%)", data_report, paper_table=False
+    )
+    report.write_table(report.jcf_table(frame), Path(table[0]).with_suffix(""), caption=caption)
+    plots.jcf_recall_figure(frame, stem=Path(figure[0]).with_suffix(""))

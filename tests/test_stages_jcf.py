@@ -1,0 +1,297 @@
+"""The JCF stages (:mod:`ndir.stages.jcf`) and the ``seeds.jcf`` config checks, without Snakemake."""
+
+import copy
+import json
+
+import cv2
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
+from ndir.config import check_config
+from ndir.errors import ConfigError, DatasetError
+from ndir.evaluation import holidays_map
+from ndir.jcf import JCF, codebook_features, subsample_descriptors
+from ndir.report import jcf_table, method_family
+from ndir.stages.common import describe_image
+from ndir.stages.jcf import (
+    evaluate_second_order,
+    extract_jcf_features,
+    gather_jcf_features,
+    jcf_record,
+    load_features,
+    pooling_madds,
+    read_records,
+    train_jcf,
+)
+
+from .conftest import REPO
+
+DESCRIPTORS = {"max_width": 512, "step": 8, "cell_sizes": [4, 8]}
+N_GROUPS, PER_GROUP, PER_IMAGE, D, K = 8, 3, 40, 8, 4
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory):
+    """8 groups of 3 noisy views of a blurred random texture (4 groups train, 4 test),
+    their image table and an FV-4 codebook on PCA-8 fitted on the training images."""
+    root = tmp_path_factory.mktemp("jcf_set")
+    rng = np.random.default_rng(0)
+    rows = []
+    for group in range(N_GROUPS):
+        base = cv2.GaussianBlur(rng.integers(0, 256, size=(64, 80)).astype(np.float32), (0, 0), 2.0)
+        base = 255 * (base - base.min()) / (base.max() - base.min())
+        for view in range(PER_GROUP):
+            noisy = np.clip(base + rng.normal(0, 10, size=base.shape), 0, 255).astype(np.uint8)
+            path = root / f"{group}_{view}.png"
+            cv2.imwrite(str(path), noisy)
+            rows.append(
+                {
+                    "image_id": f"{group}{view}",
+                    "path": str(path),
+                    "group": group,
+                    "is_query": view == 0,
+                    "split": "train" if group < N_GROUPS // 2 else "test",
+                }
+            )
+    table = pd.DataFrame(rows)
+    images = root / "images.csv"
+    table.to_csv(images, index=False)
+    local = [describe_image(path, DESCRIPTORS) for path in table["path"]]
+    sample = np.concatenate([x for x, split in zip(local, table["split"]) if split == "train"])
+    pca = fit_descriptor_pca(sample, n_components=D)
+    codebook = root / "fv-4.npz"
+    fit_fisher_codebook(sample, n_clusters=K, pca=pca, seed=0, n_iter=5).save(codebook)
+    features = root / "features.npz"
+    _features(images, codebook, features, n_shards=2)
+    return {"root": root, "images": images, "table": table, "codebook": codebook, "local": local, "features": features}
+
+
+def _features(images, codebook, features, n_shards):
+    shards = [str(features) + f".{s}.npz" for s in range(n_shards)]
+    for s, path in enumerate(shards):
+        extract_jcf_features(images, codebook, path, s, n_shards, PER_IMAGE, 3, DESCRIPTORS)
+    gather_jcf_features(images, shards, features)
+
+
+def test_sample_does_not_depend_on_the_number_of_shards(small_set, tmp_path):
+    with np.load(small_set["features"]) as two:
+        expected = {key: two[key] for key in ("image_id", "features", "offsets")}
+    for n_shards in (1, 3):
+        _features(small_set["images"], small_set["codebook"], tmp_path / f"{n_shards}.npz", n_shards)
+        with np.load(tmp_path / f"{n_shards}.npz") as other:
+            for key, value in expected.items():
+                np.testing.assert_array_equal(other[key], value)
+    # Every image keeps PER_IMAGE of its descriptors, drawn with its table row as key.
+    assert list(np.diff(expected["offsets"])) == [min(PER_IMAGE, len(x)) for x in small_set["local"]]
+    assert expected["features"].dtype == np.float32 and expected["features"].shape[1] == D
+
+
+def test_loaded_features_are_the_codebooks_view_of_the_keyed_sample(small_set):
+    from ndir.codebooks import FisherCodebook
+
+    codebook = FisherCodebook.load(small_set["codebook"])
+    splits = load_features(small_set["images"], small_set["features"], small_set["codebook"])
+    X, H, groups, is_query = splits["test"]
+    row = int(np.flatnonzero(small_set["table"]["split"] == "test")[1])
+    (sample,) = subsample_descriptors([small_set["local"][row]], PER_IMAGE, 3, keys=[row])
+    x, h = codebook_features(codebook, sample)
+    np.testing.assert_allclose(X[1], x, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(H[1], h, rtol=1e-5, atol=1e-6)
+    assert len(X) == len(groups) == 12 and is_query.sum() == 4
+    assert load_features(small_set["images"], small_set["features"])["train"][1] is None
+
+
+def test_features_of_another_image_table_are_refused(small_set, tmp_path):
+    table = small_set["table"].iloc[::-1]
+    images = tmp_path / "images.csv"
+    table.to_csv(images, index=False)
+    with pytest.raises(DatasetError, match="rerun extract_jcf_features"):
+        load_features(images, small_set["features"])
+
+
+def test_second_order_records(small_set, tmp_path):
+    paths = {name: tmp_path / f"{name}.json" for name in ("pooling", "codebook_pooling")}
+    evaluate_second_order(small_set["images"], small_set["features"], small_set["codebook"], **paths)
+    plain, with_codebook = (json.loads(path.read_text()) for path in paths.values())
+    T = D * (D + 1) // 2
+    assert (plain["dims"], with_codebook["dims"]) == (T, K * T)
+    assert (plain["K"], with_codebook["K"]) == (1, K)
+    for record in (plain, with_codebook):
+        assert record["n_parameters"] == record["model_bytes"] == 0 and record["initialisation"] == "none"
+        assert record["db_bytes_per_image"] == 4 * record["dims"]
+        assert 0 <= record["recall_at_1"] <= record["recall_at_2"] <= record["recall_at_8"] <= 1
+        assert record["signature"] == "local-fv-4" and record["n_local_features"] == PER_IMAGE
+    assert plain["madds_per_query"] == PER_IMAGE * T + T * 12
+    assert with_codebook["madds_per_query"] == PER_IMAGE * T * (1 + K) + K * T * 12
+
+
+@pytest.mark.parametrize(("K_run", "k"), [(K, 2), (K, None), (1, None)])
+def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(small_set, tmp_path, K_run, k):
+    out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
+    out["random_record"] = tmp_path / "run-random.json"
+    R = 3
+    train_jcf(
+        small_set["images"],
+        small_set["features"],
+        small_set["codebook"],
+        **out,
+        n_clusters=K_run,
+        n_components=R,
+        n_shared=k,
+        margin=0.3,
+        learning_rate=0.05,
+        epochs=2,
+        batch_groups=2,
+        holdout_fraction=0.5,
+        sqrt_eps=1e-4,
+        seed=0,
+    )
+    learned, random = (json.loads(out[name].read_text()) for name in ("record", "random_record"))
+    parameters = 2 * R * D * K_run if k is None else 2 * (K_run * k + R * D * k)
+    for record in (learned, random):
+        assert (record["K"], record["R"], record["k"], record["dims"]) == (K_run, R, k, R)
+        assert record["n_parameters"] == parameters and record["model_bytes"] == 4 * parameters
+    assert learned["initialisation"] == "learned" and random["initialisation"] == "random"
+    assert random["method"] == learned["method"] + ", random init" and random["train_s"] == 0
+    assert learned["family"] == {(1, None): "factorised", (K, None): "JCF", (K, 2): "JCF shared"}[(K_run, k)]
+    history = pd.read_csv(out["history"])
+    assert list(history["epoch"]) == [0, 1, 2]
+    # The random record is the learned model's epoch 0: the same seed, hold-out and draw.
+    assert random["holdout_map"] == pytest.approx(history["holdout_map"][0])
+    assert learned["holdout_map"] == pytest.approx(history["holdout_map"].max())
+    assert learned["best_epoch"] == int(history["holdout_map"].idxmax())
+    # The saved model reproduces the recorded test mAP.
+    model = JCF.load(out["model"])
+    X, H, groups, is_query = load_features(
+        small_set["images"], small_set["features"], small_set["codebook"] if K_run > 1 else None
+    )["test"]
+    assert holidays_map(model.transform(X, H), groups, is_query) == pytest.approx(learned["test_map"])
+
+
+def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
+    out = {name: tmp_path / name for name in ("model", "record", "random_record", "history")}
+    with pytest.raises(DatasetError, match="K = 8"):
+        train_jcf(
+            small_set["images"], small_set["features"], small_set["codebook"], **out,
+            n_clusters=8, n_components=2, n_shared=None, margin=0.3, learning_rate=0.05,
+            epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4, seed=0,
+        )  # fmt: skip
+
+
+def test_pooling_madds_hand_worked():
+    n, d = 10, 4  # T = 10
+    assert pooling_madds(n, d, 1, n_database=5) == 10 * 10 + 10 * 5
+    assert pooling_madds(n, d, 3, n_database=5) == 10 * 10 * 4 + 3 * 10 * 5
+    # JCF-2 at K = 3: lift 10 * 12, projections 10 * 12 * 4, products 10 * 2; 2 per image.
+    assert pooling_madds(n, d, 3, R=2, n_database=5) == 120 + 480 + 20 + 10
+    # JCF-2-1: A^T h, B^T h (2 * 10 * 3), lifts (2 * 10 * 4), projections (2 * 10 * 4 * 2).
+    assert pooling_madds(n, d, 3, R=2, k=1, n_database=5) == 60 + 80 + 160 + 20 + 10
+
+
+def test_jcf_record_hand_worked():
+    Y = np.array([[1.0, 0.0], [0.9, np.sqrt(0.19)], [0.0, 1.0], [0.1, np.sqrt(0.99)]])
+    groups, is_query = np.array([0, 0, 1, 1]), np.array([True, False, True, False])
+    record = jcf_record("JCF shared", "local-fv-64", 64, 2, 8, Y, groups, is_query, 123, 1.5, "learned")
+    assert record["method"] == "JCF-2-8 (K=64)" and record["test_map"] == 1.0
+    assert record["recall_at_1"] == 1.0 and record["db_bytes_per_image"] == 8 and record["model_bytes"] == 492
+    # Rows a, c, b, d: each image's nearest other image is now of the other group.
+    swapped = jcf_record("factorised", "local-fv-64", 1, 2, None, Y[[0, 2, 1, 3]], groups, is_query, 8, 0, "random")
+    assert swapped["method"] == "factorised R=2 (K=1), random init"
+    assert swapped["recall_at_1"] == 0.0
+    assert method_family(record["method"]) == "JCF-R-8 (K=64)"
+    assert method_family("JCF-64 (K=64)") == "JCF-R (K=64)" and method_family("factorised R=64 (K=1)") == "factorised (K=1)"
+
+
+def _record(method, family, K, R, k, initialisation, recall):
+    return {
+        "method": method, "family": family, "K": K, "R": R, "k": k, "n_parameters": 0 if R is None else 100,
+        "dims": 10 if R is None else R, "initialisation": initialisation, "db_bytes_per_image": 40,
+        "test_map": 0.5, "recall_at_1": recall, "train_s": 1.0, "best_epoch": 3,
+    }  # fmt: skip
+
+
+def test_jcf_table_puts_baselines_first_and_each_random_init_before_its_model():
+    records = pd.DataFrame(
+        [
+            _record("JCF-4 (K=8)", "JCF", 8, 4, None, "learned", 0.6),
+            _record("JCF-4 (K=8), random init", "JCF", 8, 4, None, "random", 0.4),
+            _record("codebook second-order pooling K=8", "codebook second-order pooling", 8, None, None, "none", 0.7),
+            _record("JCF-4-2 (K=8)", "JCF shared", 8, 4, 2, "learned", 0.55),
+            _record("second-order pooling", "second-order pooling", 1, None, None, "none", 0.65),
+        ]
+    )
+    table = jcf_table(records)
+    assert list(table["Method"]) == [
+        "second-order pooling",
+        "codebook second-order pooling K=8",
+        "JCF-4 (K=8), random init",
+        "JCF-4 (K=8)",
+        "JCF-4-2 (K=8)",
+    ]
+    assert table["R"].isna().tolist() == [True, True, False, False, False]
+    assert table["k"].tolist()[-1] == 2 and table["Recall@1"].tolist()[0] == 65.0
+    # Only learned models have a best epoch.
+    assert table["Best epoch"].isna().tolist() == [True, True, True, False, False]
+
+
+def test_a_record_of_an_older_ndir_is_refused_naming_it(tmp_path):
+    record = _record("JCF-4 (K=8)", "JCF", 8, 4, None, "learned", 0.6)
+    record.update(signature="local-fv-8", query_dims=4, model_bytes=400, madds_per_query=10.0)
+    good, stale = tmp_path / "good.json", tmp_path / "stale.json"
+    good.write_text(json.dumps(record))
+    stale.write_text(json.dumps({key: value for key, value in record.items() if key != "recall_at_1"}))
+    assert len(read_records([good])) == 1
+    with pytest.raises(DatasetError, match=r"stale.json: .*\['recall_at_1'\]"):
+        read_records([good, stale])
+
+
+# --------------------------------------------------------------------------- config
+
+DEFAULTS = yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+def _checked(**jcf):
+    config = copy.deepcopy(DEFAULTS)
+    config["seeds"]["jcf"].update(jcf)
+    validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))
+    check_config(config)
+    return config
+
+
+def test_default_jcf_config_is_accepted():
+    assert _checked()["seeds"]["jcf"]["codebook"] == "fv-64"
+
+
+@pytest.mark.parametrize(
+    ("jcf", "key", "says"),
+    [
+        ({"codebook": "fv-1024"}, "seeds.jcf.codebook", "not among the signatures"),
+        ({"shared_ranks": [8, 65]}, "seeds.jcf.shared_ranks", "[65] above the codebook's K = 64"),
+        ({"dims": [64, 4000]}, "seeds.jcf.dims", "[4000] above d (d+1) / 2 = 3240"),
+        ({"descriptors_per_image": 50}, "seeds.jcf.descriptors_per_image", "K = 64"),
+        ({"full_codebook": False, "without_codebook": False, "shared_ranks": []}, "seeds.jcf", "no model"),
+    ],
+)
+def test_impossible_jcf_values_are_refused_naming_the_key(jcf, key, says):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as error:
+        _checked(**jcf)
+    assert says in str(error.value)
+
+
+def test_jcf_codebook_must_be_a_fisher_codebook_of_the_grid():
+    config = copy.deepcopy(DEFAULTS)
+    config["signatures"]["encodings"] = ["vlad"]
+    config["seeds"]["soml"]["signatures"] = ["tfidf"]
+    config["seeds"]["comparison_signatures"] = ["vlad-256"]
+    validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))
+    with pytest.raises(ConfigError, match="seeds.jcf.codebook: 'fv-64'"):
+        check_config(config)
+    config["seeds"]["jcf"]["enabled"] = False
+    check_config(config)
+    config["seeds"]["jcf"]["codebook"] = "vlad-64"
+    with pytest.raises(Exception, match="does not match"):
+        validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))

@@ -1,0 +1,128 @@
+rule extract_jcf_features:
+    input:
+        images="results/data/images.csv",
+        codebook=jcf_codebook(),
+    output:
+        features="results/jcf/features/shards/{shard}.npz",
+    log:
+        "logs/extract_jcf_features/{shard}.log",
+    benchmark:
+        "benchmarks/rules/extract_jcf_features/{shard}.tsv"
+    priority: 1
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=30,
+    params:
+        shard=shard_index,
+        n_shards=config["signatures"]["shards"],
+        per_image=config["seeds"]["jcf"]["descriptors_per_image"],
+        seed=config["seed"],
+        descriptors=descriptor_params(),
+    script:
+        "../scripts/extract_jcf_features.py"
+
+
+rule gather_jcf_features:
+    input:
+        images="results/data/images.csv",
+        shards=jcf_shard_files(),
+    output:
+        features="results/jcf/features.npz",
+    log:
+        "logs/gather_jcf_features.log",
+    benchmark:
+        "benchmarks/rules/gather_jcf_features.tsv"
+    priority: 1
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/gather_jcf_features.py"
+
+
+rule evaluate_second_order:
+    input:
+        images="results/data/images.csv",
+        features="results/jcf/features.npz",
+        codebook=jcf_codebook(),
+    output:
+        pooling="results/jcf/second_order_pooling.json",
+        codebook_pooling="results/jcf/codebook_second_order_pooling.json",
+    log:
+        "logs/evaluate_second_order.log",
+    benchmark:
+        "benchmarks/rules/evaluate_second_order.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=15,
+    script:
+        "../scripts/evaluate_second_order.py"
+
+
+rule train_jcf:
+    input:
+        images="results/data/images.csv",
+        features="results/jcf/features.npz",
+        codebook=jcf_codebook(),
+    output:
+        model="results/jcf/{jcf_run}.npz",
+        record="results/jcf/{jcf_run}.json",
+        random_record="results/jcf/{jcf_run}-random.json",
+        history="results/jcf/{jcf_run}.csv",
+    log:
+        "logs/train_jcf/{jcf_run}.log",
+    benchmark:
+        "benchmarks/rules/train_jcf/{jcf_run}.tsv"
+    # Started as soon as the features exist: JCF-64 at K = 64 (2.5 min on one core)
+    # then runs beside the other rules instead of alone at the end of the run.
+    priority: 1
+    conda:
+        ENV
+    # One BLAS thread: the learned model is then the same whatever --cores.
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    params:
+        n_clusters=jcf_clusters,
+        n_components=jcf_components,
+        n_shared=jcf_shared,
+        margin=config["seeds"]["jcf"]["margin"],
+        learning_rate=config["seeds"]["jcf"]["learning_rate"],
+        epochs=config["seeds"]["jcf"]["epochs"],
+        batch_groups=config["seeds"]["jcf"]["batch_groups"],
+        holdout_fraction=config["seeds"]["jcf"]["holdout_fraction"],
+        sqrt_eps=config["seeds"]["jcf"]["sqrt_eps"],
+        seed=config["seed"],
+    script:
+        "../scripts/train_jcf.py"
+
+
+rule jcf_report:
+    input:
+        data_report="results/data/report.json",
+        records=jcf_records(),
+    output:
+        table=report_table("jcf"),
+        figure=jcf_figure(),
+    log:
+        "logs/jcf_report.log",
+    benchmark:
+        "benchmarks/rules/jcf_report.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/jcf_report.py"

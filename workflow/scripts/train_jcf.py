@@ -1,0 +1,6 @@
+"""Snakemake script of rule train_jcf: Learn one JCF model and record it and its random initialisation."""
+
+from ndir.stages.jcf import train_jcf
+from ndir.stages.common import run_rule
+
+run_rule(snakemake, train_jcf)  # noqa: F821 (snakemake is injected by the script directive)
