@@ -401,16 +401,23 @@ def brute_force_projection(U, n_keep, renormalize):
 @pytest.mark.parametrize("entering", [1, 64])
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("n_keep", [3, 12])
+@pytest.mark.parametrize("small_blocks", [False, True])
 def test_projected_line_is_the_objective_at_the_projected_point(
-    renormalize, n_keep, entering, monkeypatch
+    renormalize, n_keep, entering, small_blocks, monkeypatch
 ):
     # The cheap form (M + a few candidates per column, X u' from Y and the moved
     # entries) against the loss recomputed from scratch at P_M(U - mu G / |G|),
     # alpha_q and beta_q recounted there; with one entering candidate to start with,
-    # the search must widen them whenever a trial admits them all.
+    # the search must widen them whenever a trial admits them all. With small blocks,
+    # G^T is scanned 7 features at a time and the candidates' thresholds come from a
+    # sample of 8 of the 40 features: too few for some columns, which are scanned
+    # again.
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
+    if small_blocks:
+        monkeypatch.setattr(_descent, "_FEATURE_BLOCK", 7)
+        monkeypatch.setattr(_line_search, "_THRESHOLD_SAMPLE", 8)
 
     X, groups, is_query = grouped(6, 3, 40, noise=1.0, seed=4)
     query_rows = np.flatnonzero(is_query)

@@ -146,50 +146,77 @@ class ProjectedLine:
     def __init__(self, descent, problem, selected, rows, dF, Z, gradient_sq_norm):
         self.descent, self.problem = descent, problem
         self.selected, self.rows = selected, rows
-        self.GT = descent.gradient_rows(rows, dF, Z)
-        self.GT /= np.float32(np.sqrt(gradient_sq_norm))
+        self.factors = descent.gradient_factors(rows, dF, Z)
+        self.gradient_norm = np.float32(np.sqrt(gradient_sq_norm))
         kept = descent.kept
-        self.inside_values = descent.values.astype(np.float64)
-        self.inside_gradient = np.take_along_axis(self.GT, kept, axis=1).astype(
-            np.float64
-        )
-        self.support_gradient = descent.product(kept, self.inside_gradient)
+        n_outputs, n_features = descent.UT.shape
         # Entries that may enter: all M largest |g| outside the support would be
         # exact, but few enter at the steps tried; start with fewer, and widen as
         # soon as a trial lets every candidate of some column in.
-        self.n_outside_max = min(kept.shape[1], self.GT.shape[1] - kept.shape[1])
-        self._set_outside(min(_ENTERING_CANDIDATES, self.n_outside_max))
+        self.n_outside_max = min(kept.shape[1], n_features - kept.shape[1])
+        n_outside = min(_ENTERING_CANDIDATES, self.n_outside_max)
+        # G^T is scanned once for the support's entries and, outside, for those above
+        # a threshold set from a strided sample to keep about 4 n_outside per column:
+        # the pool from which the candidates are taken (and widened, scanning again
+        # with lower thresholds the columns whose pool is too small).
+        self.stride = max(1, n_features // _THRESHOLD_SAMPLE)
+        self.sample = descent.gradient_sample(*self.factors, self.stride)
+        every_column = np.ones(n_outputs, dtype=bool)
+        inside, *self.pool = descent.gradient_entries(
+            *self.factors, self._thresholds(4 * n_outside, every_column)
+        )
+        self.inside_values = descent.values.astype(np.float64)
+        self.inside_gradient = (inside / self.gradient_norm).astype(np.float64)
+        self.support_gradient = descent.product(kept, self.inside_gradient)
+        self._set_outside(n_outside)
         # |U|_F: unit columns with renormalisation, else as they are.
         self.max_step = 0.5 * float(np.sqrt(np.sum(self.inside_values**2)))
 
+    def _thresholds(self, n_expected, columns):
+        """(R,) float32: for the ``columns`` (bool mask), the |g| above which about
+        ``n_expected`` entries outside the support lie, estimated from the sample (0,
+        i.e. all of them, when the sample is too small to tell); ``inf`` elsewhere."""
+        thresholds = np.full(columns.size, np.inf, dtype=np.float32)
+        rank = n_expected // self.stride
+        if rank >= self.sample.shape[1]:
+            thresholds[columns] = 0.0
+        else:
+            sample = self.sample[columns]
+            thresholds[columns] = np.maximum(
+                -np.partition(-sample, rank, axis=1)[:, rank], 0.0
+            )
+        return thresholds
+
     def _set_outside(self, n_outside):
-        """Candidates to enter: the ``n_outside`` largest |g| outside each support."""
-        kept, GT = self.descent.kept, self.GT
-        n_features = GT.shape[1]
-        stride = max(1, n_features // _THRESHOLD_SAMPLE)
-
-        def block(start, stop):
-            magnitude = np.abs(GT[start:stop])
-            np.put_along_axis(magnitude, kept[start:stop], -1.0, axis=1)
-            # A threshold from a strided sample keeps about 4 n_outside entries per
-            # row for the exact selection (the whole row when it keeps too few).
-            sample = magnitude[:, ::stride]
-            rank = min(sample.shape[1] - 1, (4 * n_outside) // stride)
-            thresholds = -np.partition(-sample, rank, axis=1)[:, rank]
-            outside = np.empty((stop - start, n_outside), dtype=np.int32)
-            for r, row in enumerate(magnitude):
-                candidates = np.flatnonzero(row >= thresholds[r])
-                if candidates.size < n_outside:
-                    candidates = np.arange(n_features)
-                cut = candidates.size - n_outside
-                top = np.argpartition(row[candidates], cut)[cut:]
-                outside[r] = candidates[top]
-            return outside
-
-        self.outside = np.vstack(self.descent.blocks(block, kept.shape[0]))
-        self.outside_gradient = np.take_along_axis(GT, self.outside, axis=1).astype(
-            np.float64
-        )
+        """Candidates to enter: the ``n_outside`` largest |g| outside each support,
+        from the pool; columns with fewer in the pool are scanned again."""
+        n_outputs = self.descent.UT.shape[0]
+        n_expected = 4 * n_outside
+        while True:
+            counts = np.bincount(self.pool[0], minlength=n_outputs)
+            short = counts < n_outside
+            if not np.any(short):
+                break
+            n_expected *= 2
+            _, *rescanned = self.descent.gradient_entries(
+                *self.factors, self._thresholds(n_expected, short)
+            )
+            others = ~short[self.pool[0]]
+            self.pool = [
+                np.concatenate([old[others], new]) for old, new in zip(self.pool, rescanned)
+            ]
+        pool_rows, pool_columns, pool_values = self.pool
+        # The pool by column of U (a stable radix sort), padded to a (R, most) array of
+        # |g| (-1 past a column's entries), then the n_outside largest of each row.
+        by_row = np.argsort(pool_rows.astype(np.int16), kind="stable")
+        first = np.cumsum(counts) - counts
+        at_in_row = np.arange(by_row.size) - first[pool_rows[by_row]]
+        padded = np.full((n_outputs, counts.max()), -1.0, dtype=np.float32)
+        padded[pool_rows[by_row], at_in_row] = np.abs(pool_values[by_row])
+        top = np.argpartition(-padded, n_outside - 1, axis=1)[:, :n_outside]
+        at = by_row[first[:, None] + top]
+        self.outside = pool_columns[at].astype(np.int32)
+        self.outside_gradient = (pool_values[at] / self.gradient_norm).astype(np.float64)
 
     def _candidates(self, mu):
         """Candidate values (R, M + n_outside) at mu and the mask of the M kept."""
@@ -201,9 +228,18 @@ class ProjectedLine:
                     -mu * self.outside_gradient,
                 ]
             )
-            chosen = np.zeros(values.shape, dtype=bool)
-            order = np.argpartition(-np.abs(values), n_keep - 1, axis=1)[:, :n_keep]
-            np.put_along_axis(chosen, order, True, axis=1)
+            # The M largest magnitudes: those at or above the M-th largest (a partition
+            # and a comparison, 3x faster than scattering an argpartition's indices);
+            # with ties there, exactly M of them by the argpartition.
+            magnitude = np.abs(values)
+            n_left_out = values.shape[1] - n_keep
+            chosen = magnitude >= np.partition(magnitude, n_left_out, axis=1)[
+                :, n_left_out, None
+            ]
+            if np.any(np.count_nonzero(chosen, axis=1) != n_keep):
+                chosen[:] = False
+                order = np.argpartition(-magnitude, n_keep - 1, axis=1)[:, :n_keep]
+                np.put_along_axis(chosen, order, True, axis=1)
             n_outside = self.outside.shape[1]
             # If every candidate of a column entered, the next one might have too.
             if n_outside == self.n_outside_max or not np.any(
@@ -258,15 +294,22 @@ class ProjectedLine:
             n_outputs, n_keep
         )
         kept_values = values[chosen].reshape(n_outputs, n_keep)
-        order = np.argsort(rows, axis=1)
-        rows = np.take_along_axis(rows, order, axis=1).astype(np.int32)
-        kept_values = np.take_along_axis(kept_values, order, axis=1)
+        # Keep the features of each support increasing: only the columns where an
+        # entry entered are out of order.
+        changed = np.flatnonzero(chosen[:, n_keep:].any(axis=1))
+        order = np.argsort(rows[changed], axis=1)
+        rows[changed] = np.take_along_axis(rows[changed], order, axis=1)
+        kept_values[changed] = np.take_along_axis(kept_values[changed], order, axis=1)
+        rows = rows.astype(np.int32)
         if descent.renormalize:
             norms = np.linalg.norm(kept_values, axis=1, keepdims=True)
             kept_values /= np.where(norms > 0.0, norms, 1.0)
         kept_values = kept_values.astype(np.float32)
-        np.put_along_axis(descent.UT, descent.kept, 0.0, axis=1)
-        np.put_along_axis(descent.UT, rows, kept_values, axis=1)
+        # U^T in place, through flat indices (put_along_axis is 10x slower here).
+        UT = descent.UT.reshape(-1)
+        offsets = np.arange(n_outputs)[:, None] * descent.UT.shape[1]
+        UT[(offsets + descent.kept).ravel()] = 0.0
+        UT[(offsets + rows).ravel()] = kept_values.ravel()
         descent.kept, descent.values = rows, kept_values
         descent.thresholds = np.abs(kept_values).min(axis=1)
         descent.Y = descent.product(rows, kept_values) if descent.refresh_due() else Y
