@@ -15,7 +15,10 @@ R), and ``X G = K B`` comes from the Gram matrix. The l0 projection is a selecti
 column (no sort). Y is recomputed from the sparse U in O(N nnz(U)), reading blocks of
 X^T that stay in cache, or by dense BLAS above ``SPARSE_DENSITY_MAX`` non-zeros.
 Without sparsity, and after a projected step, Y is updated from the step instead, and
-recomputed from U every ``_REFRESH_EVERY`` steps against float32 drift.
+recomputed from U every ``_REFRESH_EVERY`` steps against float32 drift. The projected
+search reads G at the supports and at the largest entries outside them, which
+:meth:`Descent.gradient_entries` takes from G^T formed ``_FEATURE_BLOCK`` features at
+a time (O(P D R), never stored whole).
 
 Threads: BLAS runs single-threaded inside a step (``threadpoolctl``); the large
 products, the l0 projection and the sparse products are split into ``n_jobs`` blocks run

@@ -141,6 +141,12 @@ class ProjectedLine:
     only has the entries that left or entered the support: ``X[:, S_r] g_r[S_r]`` is
     one sparse product per step and ``X c_r`` costs N per moved entry. The scores of
     the P selected queries, and their losses, follow in O(P N R).
+
+    G^T (R x D) is never stored: :meth:`Descent.gradient_entries` forms it in blocks
+    of features and keeps, from each block, the support's entries and the entries
+    outside above a per-column threshold (set from a strided sample of G^T to keep
+    about 4 C per column): the pool the candidates, and their widenings, come from.
+    A column whose pool runs short is scanned again with a lower threshold.
     """
 
     def __init__(self, descent, problem, selected, rows, dF, Z, gradient_sq_norm):
