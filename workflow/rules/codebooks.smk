@@ -78,7 +78,10 @@ rule fit_fisher_codebook:
         "benchmarks/rules/fit_fisher_codebook/{K}.tsv"
     conda:
         ENV
-    threads: 2
+    # One thread (a few seconds at K <= 256; the codebook does not depend on it): a
+    # two-thread job waits for both cores, which left one idle for 2 min beside a
+    # single-thread JCF training in the default run.
+    threads: 1
     resources:
         mem_mb=3000,
         runtime=30,
