@@ -81,11 +81,13 @@ def test_dense_input_counts_non_zeros():
     assert projection_cost(dense) == projection_cost(sp.csc_array(dense))
 
 
-def test_latency_paths_compute_the_same_projection():
+@pytest.mark.parametrize("n_rows", [5, 70])
+def test_latency_paths_compute_the_same_projection(n_rows):
+    """A batch short enough to go straight through U^T, and one in tiles of X."""
     components = column_sparse(300, 8, 10, seed=3)
-    X = np.random.default_rng(4).standard_normal((40, 300)).astype(np.float32)
+    X = np.random.default_rng(4).standard_normal((n_rows, 300)).astype(np.float32)
     result = projection_latency(components, X, n_single=5, n_batch=2)
-    assert result["n_batch_rows"] == 40
+    assert result["n_batch_rows"] == n_rows
     assert result["max_abs_difference"] < 1e-4
     for key in [
         "single_dense_s",

@@ -4,19 +4,46 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from ndir.projection import SparseRankProjector
-from ndir.projection.product import BLOCK_ROWS, sparse_batch_product
+from ndir.projection import SparseRankProjector, product
+from ndir.projection.product import BLOCK_ROWS, DIRECT_ROWS_MAX, STRIP_ROWS, sparse_batch_product
+
+ROW_COUNTS = [1, DIRECT_ROWS_MAX, DIRECT_ROWS_MAX + 1, BLOCK_ROWS, 2 * BLOCK_ROWS + STRIP_ROWS + 3]
 
 
-@pytest.mark.parametrize("n_rows", [1, BLOCK_ROWS - 1, BLOCK_ROWS, 3 * BLOCK_ROWS + 5])
+@pytest.mark.parametrize("n_rows", ROW_COUNTS)
 @pytest.mark.parametrize("n_jobs", [1, 2, 5])
-def test_blocked_sparse_product_equals_dense(n_rows, n_jobs):
+@pytest.mark.parametrize("layout", ["csc", "csr", "coo"])
+def test_sparse_product_equals_dense(n_rows, n_jobs, layout, monkeypatch):
+    """Every path (straight through U^T, or tiles of X: several tiles of features, the
+    last narrower, and blocks and strips of rows, the last shorter) gives X U, whatever
+    U's storage."""
+    monkeypatch.setattr(product, "TILE_FEATURES", 128)
     rng = np.random.default_rng(n_rows)
-    U = sp.random(300, 7, density=0.05, random_state=n_jobs, format="csc", dtype=np.float32)
+    U = sp.random(300, 7, density=0.05, random_state=n_jobs, format=layout, dtype=np.float32)
     X = rng.standard_normal((n_rows, 300)).astype(np.float32)
-    Y = sparse_batch_product(U.T, X, n_jobs)
-    assert Y.dtype == np.float32 and Y.shape == (n_rows, 7)
+    Y = sparse_batch_product(U, X, n_jobs)
+    assert Y.dtype == np.float32 and Y.shape == (n_rows, 7) and Y.flags.c_contiguous
     np.testing.assert_allclose(Y, X @ U.toarray(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_rows", [DIRECT_ROWS_MAX, 3 * BLOCK_ROWS + 1])
+def test_paper_size_product_equals_dense(n_rows):
+    """At the paper's width (D = 81,920, R = 256, M = 819: ten tiles of features), equal
+    to the float64 product within float32 rounding of sums of ~800 terms."""
+    n_features, n_components, per_column = 81920, 256, 819
+    rng = np.random.default_rng(n_rows)
+    U = sp.csc_array(
+        (
+            rng.standard_normal(n_components * per_column, dtype=np.float32),
+            np.sort(rng.integers(0, n_features, (n_components, per_column)), axis=1).ravel(),
+            np.arange(n_components + 1) * per_column,
+        ),
+        shape=(n_features, n_components),
+    )
+    X = rng.standard_normal((n_rows, n_features), dtype=np.float32)
+    reference = (U.astype(np.float64).T @ X.T.astype(np.float64)).T
+    Y = sparse_batch_product(U, X, 2)
+    np.testing.assert_allclose(Y, reference, rtol=0, atol=1e-5 * np.abs(reference).max())
 
 
 def test_transform_takes_either_path_with_the_same_result():
@@ -29,4 +56,5 @@ def test_transform_takes_either_path_with_the_same_result():
     for sparsity in (0.99, 0.5):
         model = SparseRankProjector(n_components=8, sparsity=sparsity, max_iter=3, random_state=0, n_jobs=2)
         model.fit(X, groups)
-        np.testing.assert_allclose(model.transform(X), X @ model.components_.toarray(), rtol=1e-5, atol=1e-6)
+        for rows in (X[:1], X):
+            np.testing.assert_allclose(model.transform(rows), rows @ model.components_.toarray(), rtol=1e-5, atol=1e-6)

@@ -5,7 +5,9 @@ fraction ``1 - tau`` of a dense one to store and to apply: 256 projectors at
 tau = 99 % cost as much as 2.56 full ones. :func:`projection_cost` counts that;
 :func:`projection_latency` measures it, since on a CPU a sparse product does not run
 at the speed of dense BLAS: one signature is much faster through the sparse matrix,
-a large batch may not be.
+and a batch only as fast as the signatures can be laid out for the sparse kernel
+(:mod:`ndir.projection.product`; at tau = 0.99 about 4x dense BLAS, at tau = 0.9 no
+faster).
 
 Storage convention: a dense matrix is D x R float32; a sparse one is stored CSC (or,
 equivalently, CSR of its transpose): float32 values, int32 row indices and R + 1 int32
@@ -69,11 +71,11 @@ def projection_latency(components, X, n_single=50, n_batch=3):
 
     Single signatures: ``x @ U`` with U a dense float32 array (BLAS GEMV, reads the
     whole matrix) against ``U^T x`` with U^T in CSR (nnz multiply-adds), the median
-    over ``n_single`` rows of X. Whole batch ``X U``: dense BLAS GEMM against the
-    sparse product of :func:`ndir.projection.product.sparse_batch_product` (U^T in
-    CSR times blocks of 16 transposed signatures, the transpositions included since
-    signatures arrive one per row), both on the same number of threads (BLAS's
-    current limit), the median of ``n_batch`` runs.
+    over ``n_single`` rows of X. Whole batch ``X U``: dense BLAS GEMM against
+    :func:`ndir.projection.product.sparse_batch_product` from U stored CSC as
+    ``SparseRankProjector.components_`` is (its conversion to CSR by feature and the
+    transpositions of the signatures, which arrive one per row, included), both on the
+    same number of threads (BLAS's current limit), the median of ``n_batch`` runs.
 
     Parameters
     ----------
@@ -89,8 +91,9 @@ def projection_latency(components, X, n_single=50, n_batch=3):
     dict
         ``single_dense_s``, ``single_sparse_s``, ``single_speedup`` (dense over sparse
         time), ``batch_dense_s``, ``batch_sparse_s``, ``batch_speedup``,
-        ``batch_sparse_kernel_s`` (the sparse batch without the transposition of X, as
-        if the signatures were stored one per column), ``n_batch_rows``, and
+        ``batch_sparse_kernel_s`` (U^T in CSC times the whole X^T on one thread,
+        without the transposition of X, as if the signatures were stored one per
+        column: a floor for the sparse batch), ``n_batch_rows``, and
         ``max_abs_difference`` between the dense and sparse batch results (a check
         that both compute the same projection).
     """
@@ -109,7 +112,7 @@ def projection_latency(components, X, n_single=50, n_batch=3):
     batch_dense, Y_dense = _median_time_once(lambda: X @ dense, n_batch)
     n_threads = max([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"] + [1])
     batch_sparse, Y_sparse = _median_time_once(
-        lambda: sparse_batch_product(sparse_t_rows, X, n_threads), n_batch
+        lambda: sparse_batch_product(sparse, X, n_threads), n_batch
     )
     XT = np.ascontiguousarray(X.T)
     batch_kernel, _ = _median_time_once(lambda: sparse_t_cols @ XT, n_batch)

@@ -2,19 +2,39 @@
 
 ``Y = X U`` with X (n, D) one signature per row and U (D, R) holding M non-zeros per
 column. Dense BLAS reads all of U (D R values) and does 2 n D R flops whatever the
-sparsity. Through U^T in CSR the work is n nnz(U) multiply-adds, but scipy's kernel
-wants the signatures one per column (X^T contiguous), and transposing a whole batch
-(245 MB at n = 745, D = 81,920) costs more than the product itself. So X is taken in
-blocks of :data:`BLOCK_ROWS` signatures: each block is transposed into a (D, b) array
-that stays in cache (5 MB at b = 16), and every stored entry of U^T then reads b
-consecutive floats of it. Blocks are spread over threads; scipy's kernel releases
-the GIL.
+sparsity. Through the sparse U the work is n nnz(U) multiply-adds, but scipy's
+sparse-times-dense kernels vectorise over the columns of the dense operand, so they
+want the signatures one per column (X^T contiguous), and numpy transposes a whole
+batch (245 MB at n = 745, D = 81,920) slower than the product itself. Hence:
 
-Measured at n = 745, D = 81,920, R = 256, tau = 0.99 (M = 819) on this 2-core
-machine: dense BLAS 0.34 s on 1 thread / 0.18 s on 2; whole-batch transpose then
-sparse 0.47 s; blocks of 16: 0.13 s on 1 thread / 0.065 s on 2 (blocks of 4, 32 and
-64 rows were slower: 0.23, 0.22, 0.29 s); ``benchmarks/peers.py`` and the cost table
-measure it again on each run.
+* X is taken in blocks of :data:`BLOCK_ROWS` signatures, and each block in tiles of
+  :data:`TILE_FEATURES` features. A tile is transposed into a (features, rows) buffer
+  that stays in L3, :data:`STRIP_ROWS` signatures at a time (numpy's fastest
+  transposition), then multiplied by the same features of U, stored CSR by feature:
+  ``Y_block^T += U_tile^T X_tile^T`` walks the tile once, in order, each stored entry
+  of U adding one contiguous row of the tile to a (R, rows) accumulator that stays in
+  L2. Blocks are spread over threads; scipy's kernel releases the GIL.
+* Up to :data:`DIRECT_ROWS_MAX` signatures go straight through U^T in the format given
+  (CSR of U^T for ``SparseRankProjector.components_``): converting U to CSR by feature
+  would cost more than their product.
+
+Measured on this 2-core machine (AMD EPYC, 512 KiB L2 per core) at D = 81,920, R = 256,
+tau = 0.99 (M = 819, scipy.sparse.random U given CSC), one thread, min of 5 runs while
+other jobs kept the load average near 2: dense BLAS 0.354 s for n = 745 and 0.708 s for
+n = 1,491; the former product (blocks of 16 signatures transposed whole, U^T CSR by
+projector) 0.142 and 0.263 s (2.5x, 2.7x); this one 0.088 and 0.168 s (4.0x, 4.2x),
+of which the transpositions take about 0.054 s and the kernel 0.027 s for n = 745, and
+the conversion of U 1.3 ms. At a load average of 9 on 2 threads: 3.6x and 4.0x (old
+1.4x). Transposing 704 signatures in strips of 2, 4, 8, 16 and 32 rows took 0.135, 0.075,
+0.041, 0.073 and 0.130 s; the kernel on blocks of 16, 32 and 64 transposed signatures
+0.056, 0.037 and 0.027 s (CSR by projector: 0.056, 0.060, 0.099 s); tiles of 2,048 to
+16,384 features and blocks of 32 to 128 rows were within noise of each other, a tile of
+the whole width twice as slow at 64 rows. Neither transposing through wider items
+(complex128 views), nor BLAS (``scopy`` with a stride, ``matmul`` by an identity), nor
+one numpy call per tile beat strips of 8. One signature: 0.23 ms straight through U^T
+against 1.3 ms for the conversion alone (22 ms at tau = 0.9); 16: 3.6 ms against 9.7 ms
+tiled, 24: 16 ms against 10 ms. ``benchmarks/peers.py`` and the cost table of
+``benchmarks/bench_sparse_rank.py`` measure it again on each run.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -22,32 +42,57 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-#: Signatures per transposed block (see the module docstring for the measurement).
-BLOCK_ROWS = 16
+#: Signatures per block: the (R, rows) float32 accumulator of one block is 64 KiB at
+#: R = 256 and stays in L2, and the kernel's inner loop runs over 64 contiguous floats.
+BLOCK_ROWS = 64
+#: Features per tile: the transposed tile of a block is 2 MiB (8,192 x 64 float32).
+TILE_FEATURES = 8192
+#: Signatures numpy transposes at once (see the module docstring for the measurement).
+STRIP_ROWS = 8
+#: Up to this many signatures skip the conversion of U to CSR by feature.
+DIRECT_ROWS_MAX = 16
 
 
-def sparse_batch_product(components_t, X, n_jobs=1):
-    """``X U`` (n, R) float32 through ``components_t`` = U^T, in blocks of rows.
+def sparse_batch_product(components, X, n_jobs=1):
+    """``X U`` (n, R) float32 through the sparse ``components`` U, in tiles of X.
 
     Parameters
     ----------
-    components_t : (R, D) scipy sparse matrix, U^T (converted to CSR float32 if not).
+    components : (D, R) scipy sparse matrix, U (any format; converted to CSR float32
+        for more than :data:`DIRECT_ROWS_MAX` signatures).
     X : (n, D) float32 array, one signature per row.
     n_jobs : int >= 1, threads; each takes a contiguous share of the blocks.
 
     Returns
     -------
-    (n, R) float32 array.
+    (n, R) float32 array, equal to the dense ``X @ U`` up to float32 rounding (the sums
+    run in another order).
     """
-    UT = sp.csr_array(components_t, dtype=np.float32)
     X = np.asarray(X, dtype=np.float32)
-    n_rows = X.shape[0]
-    Y = np.empty((n_rows, UT.shape[0]), dtype=np.float32)
+    n_rows, n_features = X.shape
+    if n_rows <= DIRECT_ROWS_MAX:
+        return np.asarray((components.T @ X.T).T, dtype=np.float32, order="C")
+    U = sp.csr_array(components, dtype=np.float32)
+    n_components = U.shape[1]
+    tile_starts = range(0, n_features, TILE_FEATURES)
+    # U^T of each tile of features: a CSC view of contiguous rows of U's CSR.
+    tiles_t = [U[start : start + TILE_FEATURES].T for start in tile_starts]
+    Y = np.empty((n_rows, n_components), dtype=np.float32)
 
     def project(start, stop):
         for first in range(start, stop, BLOCK_ROWS):
             last = min(first + BLOCK_ROWS, stop)
-            Y[first:last] = (UT @ np.ascontiguousarray(X[first:last].T)).T
+            # Holds X[first:last, tile]^T, contiguous as scipy's kernel needs it.
+            tile_buffer = np.empty((min(TILE_FEATURES, n_features), last - first), dtype=np.float32)
+            Y_block_t = np.zeros((n_components, last - first), dtype=np.float32)
+            for tile_start, tile_t in zip(tile_starts, tiles_t):
+                tile_stop = tile_start + tile_t.shape[1]
+                X_tile_t = tile_buffer[: tile_t.shape[1]]
+                for strip in range(first, last, STRIP_ROWS):
+                    strip_stop = min(strip + STRIP_ROWS, last)
+                    X_tile_t[:, strip - first : strip_stop - first] = X[strip:strip_stop, tile_start:tile_stop].T
+                Y_block_t += tile_t @ X_tile_t
+            Y[first:last] = Y_block_t.T
 
     n_blocks = -(-n_rows // BLOCK_ROWS)
     n_jobs = max(1, min(int(n_jobs), n_blocks))

@@ -80,14 +80,16 @@ logger = logging.getLogger(__name__)
 #: Values of ``SparseRankProjector(line_search=...)``.
 LINE_SEARCHES = ("projected", "dense")
 
-# transform() goes through the sparse U^T (ndir.projection.product) for any batch when
-# at most this share of U is non-zero: measured at n = 745, D = 81,920, R = 256 on
-# 2 cores, the blocked sparse product is 2.7x dense BLAS at 1 % non-zeros, 1.5x at 3 %,
-# even at 5 %, and 0.6-1.0x at 10 % (on 1 and 2 threads alike).
+# transform() goes through the sparse U (ndir.projection.product) for any batch when at
+# most this share of U is non-zero: measured on 1 thread at D = 81,920, R = 256 against
+# dense BLAS (machine shared with other jobs), the tiled sparse product is 3.0-4.2x at
+# 1 % non-zeros (17 to 1,491 rows), 1.0-2.2x at 4 % (17 to 745 rows); at 5 % 0.8-1.3x
+# for 17 to 128 rows (converting U to CSR by feature costs more there) and 1.9x for
+# 745; 0.9-1.2x at 10 %.
 _BATCH_DENSITY_MAX = 0.04
-# ... and for at most this many rows up to SPARSE_DENSITY_MAX: one signature then costs
-# nnz(U) multiply-adds instead of a read of the whole dense matrix (at D = 81,920,
-# R = 256, tau = 0.99: 0.3 ms sparse against 6-16 ms dense; ndir.projection.cost).
+# ... and for at most this many rows up to SPARSE_DENSITY_MAX, which product.py sends
+# straight through U^T: at 10 % non-zeros 1 to 16 rows take 0.55-1.0x the time of
+# dense BLAS, which reads the whole matrix whatever the rows (at 1 %: 0.1-0.3x).
 _SPARSE_ROWS_MAX = 16
 
 
@@ -295,8 +297,9 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
 
         Through the sparse U (nnz multiply-adds per row,
         :func:`ndir.projection.product.sparse_batch_product` on ``n_jobs`` threads)
-        when at most 4 % of U is non-zero, or for up to 16 rows when U is sparse
-        enough for one row to gain; otherwise through dense BLAS, faster there.
+        when at most 4 % of U is non-zero (about 4x dense BLAS at 1 %), or for up to
+        16 rows when U is sparse enough for them to gain; otherwise through dense
+        BLAS, faster there.
 
         Parameters
         ----------
@@ -312,7 +315,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float32, reset=False)
         density = self.n_nonzero_ / X.shape[1]
         if density <= _BATCH_DENSITY_MAX or (X.shape[0] <= _SPARSE_ROWS_MAX and density <= SPARSE_DENSITY_MAX):
-            Y = sparse_batch_product(self.components_.T, X, self._n_threads())
+            Y = sparse_batch_product(self.components_, X, self._n_threads())
         else:
             Y = X @ self.components_.toarray()
         if self.normalize:
