@@ -261,8 +261,9 @@ class ProjectedLine:
         n_keep = self.inside_values.shape[1]
         dropped = ~chosen[:, :n_keep]
         entered = chosen[:, n_keep:]
-        out_rows, out_at = np.nonzero(dropped)
-        in_rows, in_at = np.nonzero(entered)
+        # Row-major like np.nonzero, several times faster on these 2-d masks.
+        out_rows, out_at = np.divmod(np.flatnonzero(dropped), n_keep)
+        in_rows, in_at = np.divmod(np.flatnonzero(entered), entered.shape[1])
         CT = sp.csr_array(
             (
                 np.concatenate(
