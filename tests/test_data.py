@@ -13,6 +13,7 @@ from ndir import embedded
 from ndir.data import (
     DatasetScan,
     build_embedded_dataset,
+    holdout_mask,
     keep_together_labels,
     read_gray,
     scan_dataset,
@@ -357,6 +358,53 @@ def test_split_keeps_linked_groups_together_hand_worked():
     plain = split_groups(images, train_fraction=0.5, seed=3)
     expected = np.random.default_rng(3).permutation(np.unique(images["group"]))[:4]
     assert set(plain.query("split == 'train'")["group"]) == set(expected)
+
+
+def test_holdout_keeps_a_photo_together_hand_worked():
+    """Six training groups of two images; groups 0 and 1 are windows of photo "a", 2 and
+    3 of "b", 4 of "c", 5 of "d". A third of the groups is held out: 2.
+
+    Seed 1, plain: RandomState(1).permutation(6) = [2, 1, 4, 0, 3, 5] holds out groups
+    2 and 1, so photos a and b each have a group on both sides. By photo: the blocks
+    {0, 1}, {2, 3}, {4}, {5} are drawn in the order RandomState(1).permutation(4) =
+    [3, 2, 0, 1], i.e. {5}, {4}, {0, 1}, {2, 3}; {5} then {4} make the 2 groups.
+    Seed 4: the order [0, 1, 3, 2] starts with {0, 1}, which makes 2 groups alone."""
+    groups = np.repeat(np.arange(6), 2)
+    photos = np.repeat(np.array(["a", "a", "b", "b", "c", "d"], dtype=object), 2)
+
+    def held(seed, together):
+        mask = holdout_mask(groups, 1 / 3, np.random.RandomState(seed), together)
+        return set(np.unique(groups[mask]).tolist())
+
+    assert held(1, None) == {1, 2}
+    assert held(1, photos) == {4, 5}
+    assert held(4, photos) == {0, 1}
+    # Whatever the seed, no photo has groups on both sides, and 2 groups are held out.
+    for seed in range(30):
+        mask = holdout_mask(groups, 1 / 3, np.random.RandomState(seed), photos)
+        assert len(set(photos[mask]) & set(photos[~mask])) == 0 and len(np.unique(groups[mask])) == 2
+
+
+def test_holdout_without_labels_is_the_legacy_draw_and_refuses_tiny_holdouts():
+    rng = np.random.default_rng(0)
+    groups = rng.integers(0, 30, size=100)
+    labels, sizes = np.unique(groups, return_counts=True)
+    eligible = labels[sizes >= 2]
+    legacy = np.random.RandomState(5).choice(eligible, size=round(0.2 * eligible.size), replace=False)
+    np.testing.assert_array_equal(holdout_mask(groups, 0.2, np.random.RandomState(5)), np.isin(groups, legacy))
+    # Fewer than two groups held out, or left: no hold-out.
+    four = np.repeat(np.arange(4), 2)
+    assert not holdout_mask(four, 0.1, np.random.RandomState(0)).any()
+    assert not holdout_mask(four, 0.7, np.random.RandomState(0)).any()
+    assert holdout_mask(four, 0.5, np.random.RandomState(0)).sum() == 4
+    # One photo for all groups: nothing can be held out without straddling it.
+    assert not holdout_mask(four, 0.5, np.random.RandomState(0), ["p"] * 8).any()
+    # Single-image groups are never counted nor drawn, missing labels link nothing.
+    lone = np.array([0, 0, 1, 1, 2, 2, 3, 3, 9])
+    together = [None, None, np.nan, np.nan, "x", "x", "y", "y", "x"]
+    for seed in range(10):
+        mask = holdout_mask(lone, 0.5, np.random.RandomState(seed), together)
+        assert mask.sum() in (4, 5) and mask[4] == mask[5] == mask[8]
 
 
 def test_split_that_blocks_cannot_meet_is_an_error_naming_the_key():

@@ -14,6 +14,7 @@ from ndir.jcf import (
     codebook_second_order_pooling,
     factorised_pooling,
     hardest_negative_triplet_loss,
+    second_order_gram,
     second_order_pooling,
     signed_sqrt,
     subsample_descriptors,
@@ -127,6 +128,22 @@ def test_second_order_baselines_match_loops():
     )
     assert second_order_pooling(features).shape == (3, 4 * 5 // 2)
     assert codebook_second_order_pooling(features, posteriors).shape == (3, 3 * 4 * 5 // 2)
+
+
+@pytest.mark.parametrize("block", [None, 2 * 10 * 5])
+def test_second_order_gram_is_the_gram_of_the_signatures(block, monkeypatch):
+    """Accumulated over blocks of codewords (here also 2 codewords of 5 images at a
+    time, 3 blocks for K = 5), the cosines of the baselines' signatures."""
+    if block is not None:
+        monkeypatch.setattr(jcf, "GRAM_BLOCK_ELEMENTS", block)
+    rng = np.random.default_rng(6)
+    features, posteriors = random_images(rng, 5, 4, 5)
+    for Y, gram in (
+        (second_order_pooling(features), second_order_gram(features)),
+        (codebook_second_order_pooling(features, posteriors), second_order_gram(features, posteriors)),
+    ):
+        np.testing.assert_allclose(gram, Y.astype(np.float64) @ Y.T.astype(np.float64), atol=1e-6)
+        np.testing.assert_allclose(np.diag(gram), 1.0)
 
 
 def test_triangle_weights_give_frobenius_product():
@@ -314,6 +331,21 @@ def test_deterministic_for_a_seed(toy):
     assert not np.array_equal(first.U_, other.U_)
 
 
+def test_holdout_shares_no_photo_with_training():
+    """The case of tests/test_data.py, hand-worked there: six groups of two images,
+    groups 0-1 cut from photo a, 2-3 from b, 4 from c, 5 from d; seed 1 holds out
+    groups 1 and 2 (a and b straddle), by photo groups 4 and 5."""
+    rng = np.random.default_rng(12)
+    features, posteriors = random_images(rng, 12, 3, 2)
+    groups = np.repeat(np.arange(6), 2)
+    photos = np.repeat(["a", "a", "b", "b", "c", "d"], 2)
+    settings = dict(n_components=2, n_epochs=1, batch_groups=2, holdout_fraction=1 / 3, random_state=1)
+    plain = JCF(**settings).fit(features, posteriors, groups)
+    by_photo = JCF(**settings).fit(features, posteriors, groups, together=photos)
+    assert plain.holdout_groups_.tolist() == [1, 2] and by_photo.holdout_groups_.tolist() == [4, 5]
+    assert by_photo.n_holdout_images_ == 4
+
+
 # --------------------------------------------------------------------------- inputs
 
 
@@ -375,6 +407,7 @@ def test_save_and_load(tmp_path, toy):
     np.testing.assert_array_equal(loaded.transform(features, posteriors), model.transform(features, posteriors))
     assert loaded.get_params() == model.get_params() | {"random_state": None}
     assert loaded.history_ == model.history_ and loaded.best_epoch_ == model.best_epoch_
+    np.testing.assert_array_equal(loaded.holdout_groups_, model.holdout_groups_)
     np.savez(tmp_path / "other.npz", kind=np.array("fv"))
     with pytest.raises(ValueError, match="not a JCF model"):
         JCF.load(tmp_path / "other.npz")

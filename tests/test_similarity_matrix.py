@@ -155,6 +155,20 @@ def test_learning_activates_neighbouring_words_and_beats_tfidf_on_held_out_group
     assert model.best_iteration_ > 0 and model.holdout_map_ >= model.history_[0]["holdout_map"]
 
 
+def test_holdout_shares_no_photo_with_training():
+    """Twelve groups, group g cut from photo g // 2 (pairs of groups): held out by
+    photo, each photo's two groups are held out or trained on together; by group
+    alone (seed 0), some photo is split between the hold-out and training."""
+    counts, groups, vocabulary = _neighbour_words_problem()
+    photos = groups // 2
+    model = SparseSimilarityMatrix(max_iter=2, holdout_fraction=0.34, random_state=0)
+    by_photo = set(clone(model).fit(counts, groups, vocabulary, together=photos).holdout_groups_ // 2)
+    plain = clone(model).fit(counts, groups, vocabulary).holdout_groups_
+    assert len(by_photo) == 2 and len(set(plain // 2)) > len(plain) / 2
+    held = np.isin(photos, list(by_photo))
+    assert set(groups[held]) == {2 * p + i for p in by_photo for i in (0, 1)}
+
+
 def test_deterministic_and_cloneable():
     counts, groups, vocabulary = _neighbour_words_problem(seed=1)
     model = SparseSimilarityMatrix(max_iter=5, random_state=3)

@@ -12,7 +12,7 @@ import pytest
 from ndir.errors import ConfigError, DatasetError
 from ndir.stages.common import atomic_output, run_rule, shard_rows
 from ndir.stages.baseline import table1
-from ndir.stages.data import index_dataset
+from ndir.stages.data import index_dataset, split_together
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 
@@ -60,6 +60,14 @@ def test_a_keep_together_table_keeps_its_groups_on_one_side(tmp_path):
     side = images.groupby("group")["split"].first()
     assert side.loc[1000:1005].nunique() == 1 and side[1006] == side[1007]
     assert (side == "train").sum() == 6 and report["kept_together"] == "scene"
+    # The labels stay in the table, missing where the table lists no image, for the
+    # learners' hold-outs (split_together).
+    labels = images.set_index("image_id")["together"]
+    assert labels[100000] == labels[100500] == "s" and labels[100600] == labels[100701] == "t"
+    assert labels.isna().sum() == len(images) - 8
+    train = split_together(tmp_path / "out/images.csv", "train")
+    expected = images.loc[images["split"] == "train", "together"]
+    assert pd.Series(train).fillna("").tolist() == expected.fillna("").tolist()
 
 
 def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):

@@ -14,7 +14,7 @@ from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.config import check_config
 from ndir.errors import ConfigError, DatasetError
 from ndir.evaluation import holidays_map
-from ndir.jcf import JCF, codebook_features, subsample_descriptors
+from ndir.jcf import JCF, codebook_features, codebook_second_order_pooling, subsample_descriptors
 from ndir.report import jcf_table, method_family
 from ndir.stages.common import describe_image
 from ndir.stages.jcf import (
@@ -36,8 +36,9 @@ N_GROUPS, PER_GROUP, PER_IMAGE, D, K = 8, 3, 40, 8, 4
 
 @pytest.fixture(scope="module")
 def small_set(tmp_path_factory):
-    """8 groups of 3 noisy views of a blurred random texture (4 groups train, 4 test),
-    their image table and an FV-4 codebook on PCA-8 fitted on the training images."""
+    """8 groups of 3 noisy views of a blurred random texture (4 groups train, 4 test;
+    training groups 0 and 1 "cut from one photo"), their image table and an FV-4
+    codebook on PCA-8 fitted on the training images."""
     root = tmp_path_factory.mktemp("jcf_set")
     rng = np.random.default_rng(0)
     rows = []
@@ -55,6 +56,7 @@ def small_set(tmp_path_factory):
                     "group": group,
                     "is_query": view == 0,
                     "split": "train" if group < N_GROUPS // 2 else "test",
+                    "together": f"photo-{max(group, 1)}" if group < N_GROUPS // 2 else None,
                 }
             )
     table = pd.DataFrame(rows)
@@ -63,25 +65,29 @@ def small_set(tmp_path_factory):
     local = [describe_image(path, DESCRIPTORS) for path in table["path"]]
     sample = np.concatenate([x for x, split in zip(local, table["split"]) if split == "train"])
     pca = fit_descriptor_pca(sample, n_components=D)
+    pca.save(root / "pca.npz")
     codebook = root / "fv-4.npz"
     fit_fisher_codebook(sample, n_clusters=K, pca=pca, seed=0, n_iter=5).save(codebook)
     features = root / "features.npz"
-    _features(images, codebook, features, n_shards=2)
-    return {"root": root, "images": images, "table": table, "codebook": codebook, "local": local, "features": features}
+    _features(images, root / "pca.npz", features, n_shards=2)
+    return {
+        "root": root, "images": images, "table": table, "pca": root / "pca.npz", "codebook": codebook,
+        "local": local, "features": features, "training_sample": sample,
+    }  # fmt: skip
 
 
-def _features(images, codebook, features, n_shards):
+def _features(images, pca, features, n_shards):
     shards = [str(features) + f".{s}.npz" for s in range(n_shards)]
     for s, path in enumerate(shards):
-        extract_jcf_features(images, codebook, path, s, n_shards, PER_IMAGE, 3, DESCRIPTORS)
+        extract_jcf_features(images, pca, path, s, n_shards, PER_IMAGE, 3, DESCRIPTORS)
     gather_jcf_features(images, shards, features)
 
 
 def test_sample_does_not_depend_on_the_number_of_shards(small_set, tmp_path):
     with np.load(small_set["features"]) as two:
-        expected = {key: two[key] for key in ("image_id", "features", "offsets")}
+        expected = {key: two[key] for key in ("image_id", "features", "offsets", "pca_components")}
     for n_shards in (1, 3):
-        _features(small_set["images"], small_set["codebook"], tmp_path / f"{n_shards}.npz", n_shards)
+        _features(small_set["images"], small_set["pca"], tmp_path / f"{n_shards}.npz", n_shards)
         with np.load(tmp_path / f"{n_shards}.npz") as other:
             for key, value in expected.items():
                 np.testing.assert_array_equal(other[key], value)
@@ -113,20 +119,40 @@ def test_features_of_another_image_table_are_refused(small_set, tmp_path):
         load_features(images, small_set["features"])
 
 
+def test_a_codebook_on_another_descriptor_pca_is_refused(small_set, tmp_path):
+    """The features are shared by every codebook size because all Fisher codebooks hold
+    the same descriptor PCA; a codebook fitted on another PCA cannot give their h(x)."""
+    sample = small_set["training_sample"]
+    other = fit_fisher_codebook(sample, n_clusters=K, pca=fit_descriptor_pca(sample[::2], n_components=D), seed=0)
+    other.save(tmp_path / "fv-4.npz")
+    with pytest.raises(DatasetError, match="another descriptor PCA"):
+        load_features(small_set["images"], small_set["features"], tmp_path / "fv-4.npz")
+
+
 def test_second_order_records(small_set, tmp_path):
-    paths = {name: tmp_path / f"{name}.json" for name in ("pooling", "codebook_pooling")}
-    evaluate_second_order(small_set["images"], small_set["features"], small_set["codebook"], **paths)
+    paths = {n_clusters: tmp_path / f"second_order_pooling-K{n_clusters}.json" for n_clusters in (1, K)}
+    evaluate_second_order(small_set["images"], small_set["features"], paths[1], n_clusters=1)
+    evaluate_second_order(
+        small_set["images"], small_set["features"], paths[K], n_clusters=K, codebook=small_set["codebook"]
+    )
     plain, with_codebook = (json.loads(path.read_text()) for path in paths.values())
     T = D * (D + 1) // 2
     assert (plain["dims"], with_codebook["dims"]) == (T, K * T)
     assert (plain["K"], with_codebook["K"]) == (1, K)
+    assert plain["method"] == "second-order pooling"
+    assert with_codebook["method"] == f"codebook second-order pooling K={K}"
+    assert (plain["signature"], with_codebook["signature"]) == (f"local-pca-{D}", f"local-fv-{K}")
     for record in (plain, with_codebook):
         assert record["n_parameters"] == record["model_bytes"] == 0 and record["initialisation"] == "none"
         assert record["db_bytes_per_image"] == 4 * record["dims"]
         assert 0 <= record["recall_at_1"] <= record["recall_at_2"] <= record["recall_at_8"] <= 1
-        assert record["signature"] == "local-fv-4" and record["n_local_features"] == PER_IMAGE
+        assert record["n_local_features"] == PER_IMAGE
     assert plain["madds_per_query"] == PER_IMAGE * T + T * 12
     assert with_codebook["madds_per_query"] == PER_IMAGE * T * (1 + K) + K * T * 12
+    # Scored from the Gram matrix, as from the signatures themselves.
+    X, H, groups, is_query = load_features(small_set["images"], small_set["features"], small_set["codebook"])["test"]
+    Y = codebook_second_order_pooling(X, H)
+    assert with_codebook["test_map"] == pytest.approx(holidays_map(Y, groups, is_query))
 
 
 @pytest.mark.parametrize(("K_run", "k"), [(K, 2), (K, None), (1, None)])
@@ -137,8 +163,8 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(small_
     train_jcf(
         small_set["images"],
         small_set["features"],
-        small_set["codebook"],
         **out,
+        codebook=small_set["codebook"] if K_run > 1 else None,
         n_clusters=K_run,
         n_components=R,
         n_shared=k,
@@ -170,13 +196,15 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(small_
         small_set["images"], small_set["features"], small_set["codebook"] if K_run > 1 else None
     )["test"]
     assert holidays_map(model.transform(X, H), groups, is_query) == pytest.approx(learned["test_map"])
+    # The hold-out keeps training groups 0 and 1 (one photo) together: {0, 1} or {2, 3}.
+    assert model.holdout_groups_.tolist() in ([0, 1], [2, 3])
 
 
 def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
     out = {name: tmp_path / name for name in ("model", "record", "random_record", "history")}
     with pytest.raises(DatasetError, match="K = 8"):
         train_jcf(
-            small_set["images"], small_set["features"], small_set["codebook"], **out,
+            small_set["images"], small_set["features"], **out, codebook=small_set["codebook"],
             n_clusters=8, n_components=2, n_shared=None, margin=0.3, learning_rate=0.05,
             epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4, seed=0,
         )  # fmt: skip
@@ -263,14 +291,18 @@ def _checked(**jcf):
 
 
 def test_default_jcf_config_is_accepted():
-    assert _checked()["seeds"]["jcf"]["codebook"] == "fv-64"
+    assert _checked()["seeds"]["jcf"]["codebook_sizes"] == [64]
+    sweep = yaml.safe_load((REPO / "configs/jcf_sweep.yaml").read_text())["seeds"]["jcf"]
+    assert _checked(**sweep)["seeds"]["jcf"]["codebook_sizes"] == [64, 128, 256]
 
 
 @pytest.mark.parametrize(
     ("jcf", "key", "says"),
     [
-        ({"codebook": "fv-1024"}, "seeds.jcf.codebook", "not among the signatures"),
+        ({"codebook_sizes": [64, 1024]}, "seeds.jcf.codebook_sizes", "[1024] without a Fisher codebook"),
         ({"shared_ranks": [8, 65]}, "seeds.jcf.shared_ranks", "[65] above the codebook's K = 64"),
+        ({"codebook_sizes": [128, 64], "shared_ranks": [100]}, "seeds.jcf.shared_ranks", "K = 64 (the smallest"),
+        ({"codebook_sizes": [64, 256], "descriptors_per_image": 200}, "seeds.jcf.descriptors_per_image", "K = 256"),
         ({"dims": [64, 4000]}, "seeds.jcf.dims", "[4000] above d (d+1) / 2 = 3240"),
         ({"descriptors_per_image": 50}, "seeds.jcf.descriptors_per_image", "K = 64"),
         ({"full_codebook": False, "without_codebook": False, "shared_ranks": []}, "seeds.jcf", "no model"),
@@ -282,16 +314,17 @@ def test_impossible_jcf_values_are_refused_naming_the_key(jcf, key, says):
     assert says in str(error.value)
 
 
-def test_jcf_codebook_must_be_a_fisher_codebook_of_the_grid():
+def test_jcf_codebooks_must_be_fisher_codebooks_of_the_grid():
     config = copy.deepcopy(DEFAULTS)
     config["signatures"]["encodings"] = ["vlad"]
     config["seeds"]["soml"]["signatures"] = ["tfidf"]
     config["seeds"]["comparison_signatures"] = ["vlad-256"]
     validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))
-    with pytest.raises(ConfigError, match="seeds.jcf.codebook: 'fv-64'"):
+    with pytest.raises(ConfigError, match=r"seeds\.jcf\.codebook_sizes: \[64\] without a Fisher codebook"):
         check_config(config)
     config["seeds"]["jcf"]["enabled"] = False
     check_config(config)
-    config["seeds"]["jcf"]["codebook"] = "vlad-64"
-    with pytest.raises(Exception, match="does not match"):
+    # The single codebook of older configs is gone: the schema names the key.
+    config["seeds"]["jcf"]["codebook"] = "fv-64"
+    with pytest.raises(Exception, match="'codebook' was unexpected"):
         validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))

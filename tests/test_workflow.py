@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from ndir.evaluation import holidays_map
+from ndir.jcf import JCF
 from ndir.projection import load_projector
 from ndir.stages.common import read_image_table
 
@@ -88,7 +89,7 @@ def test_paper_grid_is_planned_for_holidays(tmp_path, paper_grid):
         ("seeds: {comparison_signatures: [vlad-999]}", "seeds.comparison_signatures"),
         ("seeds: {soml: {variants: [ogd]}}", "variants"),
         ("seeds: {jcf: {shared_ranks: [9]}}", "seeds.jcf.shared_ranks"),
-        ("seeds: {jcf: {codebook: fv-64}}", "seeds.jcf.codebook"),
+        ("seeds: {jcf: {codebook_sizes: [8, 64]}}", "seeds.jcf.codebook_sizes"),
     ],
 )
 def test_invalid_config_names_the_key(tmp_path, override, key):
@@ -147,8 +148,10 @@ def test_seeds_comparison_covers_every_method(tiny_run):
     # 2 comparison signatures x 2 dims for PCA, x 2 sparsities for the projectors.
     assert (table["Method"].str.startswith("PCA")).sum() == 4
     assert (table["Method"].str.startswith("sparse rank")).sum() == 8
-    # JCF (seed 004): the learned models and the second-order baselines, on local features.
-    jcf = table[table["Input"] == "local (FV-8)"]
+    # JCF (seed 004): the learned models and the second-order baselines, on local features
+    # (through the FV-8 codebook, or the PCA-16 dense HOG alone without codebook).
+    jcf = table[table["Input"].str.startswith("local")]
+    assert set(jcf["Input"]) == {"local (FV-8)", "local (PCA-16)"}
     assert set(jcf["Method"]) == {
         "second-order pooling",
         "codebook second-order pooling K=8",
@@ -275,6 +278,11 @@ def test_jcf_table_and_figure(tiny_run):
         assert (tiny_run / f"results/figures/jcf_recall_vs_parameters.{ext}").stat().st_size > 10_000
     history = pd.read_csv(tiny_run / "results/jcf/K8-R4-k2.csv")
     assert list(history["epoch"]) == [0, 1, 2] and history["holdout_map"].between(0, 1).all()
+    # The hold-out that picked the epoch shares no source photo with the training groups.
+    images = read_image_table(tiny_run / "results/data/images.csv")
+    train = images[images["split"] == "train"]
+    held = train["group"].isin(JCF.load(tiny_run / "results/jcf/K8-R4-k2.npz").holdout_groups_)
+    assert held.any() and not set(train.loc[held, "together"]) & set(train.loc[~held, "together"])
     info = json.loads((tiny_run / "results/run_info.json").read_text())
     assert {"extract_jcf_features", "train_jcf", "jcf_report"} <= {r["rule"] for r in info["rules"]}
 

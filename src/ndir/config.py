@@ -139,22 +139,24 @@ def check_config(config):
 
 def _check_jcf(jcf, grid, pca_dims):
     """Checks of ``seeds.jcf`` against the signature grid and the descriptor PCA."""
-    if jcf["codebook"] not in grid:
+    missing = [K for K in jcf["codebook_sizes"] if f"fv-{K}" not in grid]
+    if missing:
         raise ConfigError(
-            f"seeds.jcf.codebook: {jcf['codebook']!r} not among the signatures the workflow computes "
-            f"({sorted(grid)}); JCF uses a Fisher codebook of the grid (fv-K)"
+            f"seeds.jcf.codebook_sizes: {missing} without a Fisher codebook among the signatures the workflow "
+            f"computes ({sorted(grid)}); JCF's h(x) are the GMM posteriors of fv-K: pick K from "
+            "signatures.codebook_sizes with fv in signatures.encodings"
         )
-    K = int(jcf["codebook"].split("-")[1])
-    if jcf["descriptors_per_image"] < K:
+    largest, smallest = max(jcf["codebook_sizes"]), min(jcf["codebook_sizes"])
+    if jcf["descriptors_per_image"] < largest:
         raise ConfigError(
             f"seeds.jcf.descriptors_per_image: {jcf['descriptors_per_image']} local features per image "
-            f"for the codebook's K = {K} codewords; keep at least K"
+            f"for the largest codebook's K = {largest} codewords; keep at least K"
         )
-    too_wide = [k for k in jcf["shared_ranks"] if k > K]
+    too_wide = [k for k in jcf["shared_ranks"] if k > smallest]
     if too_wide:
         raise ConfigError(
-            f"seeds.jcf.shared_ranks: {too_wide} above the codebook's K = {K} "
-            f"({jcf['codebook']}); the shared projectors A, B are K x k with k <= K"
+            f"seeds.jcf.shared_ranks: {too_wide} above the codebook's K = {smallest} "
+            "(the smallest of seeds.jcf.codebook_sizes); the shared projectors A, B are K x k with k <= K"
         )
     budget = pca_dims * (pca_dims + 1) // 2
     too_many = [R for R in jcf["dims"] if R > budget]

@@ -45,6 +45,7 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "DatasetScan",
     "build_embedded_dataset",
+    "holdout_mask",
     "keep_together_labels",
     "read_gray",
     "scan_dataset",
@@ -503,6 +504,52 @@ def split_groups(images, train_fraction=0.5, seed=0, together=None):
     split = images.copy()
     split["split"] = np.where(images["group"].isin(train), "train", "test")
     return split
+
+
+def holdout_mask(groups, fraction, random_state, together=None):
+    """Whole groups of a training set held out for model selection, per image.
+
+    ``round(fraction * n)`` of the ``n`` groups with two images or more (a group of
+    one image has no positive to score) are held out; with ``together``, groups whose
+    images share a label (windows of one photograph) form one block held out or kept
+    whole, as in :func:`split_groups`, so no hold-out group shares a photograph with
+    a group trained on. Blocks holding some group of two images or more are drawn in
+    a seeded random order and each is held out when the blocks after it can still
+    complete the target count of such groups (else the nearest count below). Without
+    ``together`` every group is its own block and the hold-out is the first groups of
+    a seeded permutation, the draw of ``rng.choice(eligible, n_held, replace=False)``
+    for a :class:`numpy.random.RandomState`.
+
+    Parameters
+    ----------
+    groups : (n_images,) labels; images of one group are near duplicates.
+    fraction : float in [0, 1), share of the groups of two images or more held out.
+    random_state : numpy.random.RandomState or Generator (its ``permutation`` is drawn once).
+    together : (n_images,) labels or None; missing values (None, NaN) link nothing.
+
+    Returns
+    -------
+    (n_images,) bool, True for the held-out images; all False when fewer than two
+    groups of two images or more would be held out or stay for training.
+    """
+    groups = np.asarray(groups)
+    labels, group_index, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    if together is not None and len(together) != groups.size:
+        raise ValueError(f"together has {len(together)} labels for {groups.size} images")
+    blocks = _group_blocks(group_index, labels.size, together)
+    eligible_per_block = np.bincount(blocks, weights=sizes >= 2).astype(int)
+    candidates = np.flatnonzero(eligible_per_block)
+    n_eligible = int(eligible_per_block.sum())
+    n_held = int(round(fraction * n_eligible))
+    none = np.zeros(groups.size, dtype=bool)
+    if n_held < 2 or n_eligible - n_held < 2:
+        return none
+    order = candidates[random_state.permutation(candidates.size)]
+    held_blocks = order[_blocks_summing_to(eligible_per_block[order], n_held)]
+    n_chosen = int(eligible_per_block[held_blocks].sum())
+    if n_chosen < 2 or n_eligible - n_chosen < 2:
+        return none
+    return np.isin(blocks[group_index], held_blocks)
 
 
 def _blocks_summing_to(sizes, target):

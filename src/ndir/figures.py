@@ -8,6 +8,8 @@ iteration with ``objective`` and, every few steps, ``{train,test}_map_{dot,l2}``
 Figures 2-4 each take a list of ``(signature, R, tau, history)`` tuples.
 """
 
+import itertools
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -111,6 +113,9 @@ def seeds_comparison_figure(records, stem):
 
 #: Markers of the JCF figure's learned families (:data:`ndir.report.JCF_FAMILY_ORDER`).
 JCF_MARKERS = {"factorised": "s", "JCF": "o", "JCF shared": "D"}
+#: Line styles of the JCF figure's second-order pooling baselines, by increasing size
+#: (without codebook, then each codebook size K).
+JCF_BASELINE_STYLES = ("--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
 
 
 def jcf_recall_figure(records, stem):
@@ -121,7 +126,8 @@ def jcf_recall_figure(records, stem):
     filled marker (one per family: factorised without codebook, JCF-R, JCF-R-k),
     its random initialisation an open marker joined to it by a dotted line, both
     labelled with the method. The second-order pooling baselines learn nothing: they
-    are horizontal lines, labelled with their dimensions.
+    are horizontal lines (without codebook, then one per codebook size K), labelled
+    with their dimensions.
     """
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, ax = plt.subplots(figsize=(7.5, 5), constrained_layout=True)
@@ -157,7 +163,7 @@ def jcf_recall_figure(records, stem):
             row.method, (row.n_parameters, 100 * row.recall_at_1), textcoords="offset points", xytext=(6, 4), fontsize=7
         )
     baselines = records[records["initialisation"] == "none"].sort_values("dims")
-    for style, row in zip(("--", "-."), baselines.itertuples()):
+    for style, row in zip(itertools.cycle(JCF_BASELINE_STYLES), baselines.itertuples()):
         ax.axhline(100 * row.recall_at_1, color="0.35", linestyle=style, linewidth=1, label=f"{row.method} ({row.dims:,} dims)")
     ax.set_xscale("log")
     if len(learned):

@@ -20,7 +20,8 @@ random ones; each weighted by ``max_t N(t) / N(i)``, ``N(i)`` the queries issued
 step on the parameters ``theta`` (the upper triangle of ``M^s`` on the mask), each
 iteration evaluating only the *active* triplets (positive hinge) and every
 ``full_eval_every`` iterations all of them (§IV-C); the matrix with the best mAP on
-held-out training groups is kept (§IV-D).
+held-out training groups is kept (§IV-D; given the images' source photographs, no
+held-out group shares one with a training group).
 
 Cost: the similarities of all training pairs come from one GEMM ``X (M X^T)``
 (N^2 m flops, cheaper here than per-pair sparse products); the gradient of the
@@ -41,6 +42,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, column_or_1d
 
 from ndir.bovw import inverse_document_frequency
+from ndir.data import holdout_mask
 from ndir.evaluation import map_from_scores
 from ndir.triplets import positive_pairs
 
@@ -141,7 +143,8 @@ class SparseSimilarityMatrix(BaseEstimator):
     max_hard_per_query : int, hard triplets kept per training query.
     n_random_triplets : int, random triplets added against overfitting.
     holdout_fraction : float in [0, 1), share of training groups held out to select
-        the iteration (§IV-D); 0 keeps the last iterate.
+        the iteration (§IV-D); 0 (or fewer than two groups held out or left) keeps
+        the last iterate.
     full_eval_every : int, iterations between two evaluations of every triplet (§IV-C).
     random_state : int, RandomState or None (hold-out groups, random triplets).
 
@@ -153,6 +156,7 @@ class SparseSimilarityMatrix(BaseEstimator):
     n_hard_triplets_, n_random_triplets_ : triplets used.
     history_ : list of dict (iteration, objective, n_active, holdout_map).
     best_iteration_, holdout_map_ : the iteration kept and its hold-out mAP (NaN without hold-out).
+    holdout_groups_ : (n_held_groups,) the labels of the held-out groups, sorted.
     """
 
     _parameter_constraints = {
@@ -249,15 +253,6 @@ class SparseSimilarityMatrix(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
 
-    def _split_holdout(self, groups, rng):
-        labels, sizes = np.unique(groups, return_counts=True)
-        eligible = labels[sizes >= 2]
-        n_held = int(round(self.holdout_fraction * eligible.size))
-        if n_held == 0 or eligible.size - n_held < 2:
-            return np.zeros(groups.size, dtype=bool)
-        held = rng.choice(eligible, size=n_held, replace=False)
-        return np.isin(groups, held)
-
     def _random_triplets(self, groups, rng):
         pairs = positive_pairs(groups)
         if self.n_random_triplets == 0 or len(pairs) == 0:
@@ -275,7 +270,7 @@ class SparseSimilarityMatrix(BaseEstimator):
         norms = np.sqrt(np.maximum(np.diag(S), EPS))
         return map_from_scores(S / np.outer(norms, norms), np.arange(X.shape[0]), groups)
 
-    def fit(self, X, groups, vocabulary):
+    def fit(self, X, groups, vocabulary, together=None):
         """Learn M^s from the word counts of training images.
 
         Parameters
@@ -283,6 +278,11 @@ class SparseSimilarityMatrix(BaseEstimator):
         X : (n_images, n_words) word counts, scipy.sparse or array, non-negative.
         groups : (n_images,) labels; images of one group are near duplicates.
         vocabulary : (n_words, d) the visual words, for the k-NN mask.
+        together : (n_images,) labels or None, e.g. each image's source photograph:
+            groups sharing a label are held out or trained on together
+            (:func:`ndir.data.holdout_mask`), so the hold-out that picks the
+            iteration shares no photograph with the training triplets; None: each
+            group alone.
 
         Measured in the default workflow (2 cores): 20,000 words, 322 training images
         with ~4,600 words each, ~10,000 triplets, max_iter = 100: 40 s.
@@ -310,9 +310,10 @@ class SparseSimilarityMatrix(BaseEstimator):
         # float32: the N^2 m products of every evaluation run twice as fast as float64.
         tf = term_frequencies(counts).astype(np.float32)
         tf = tf.toarray() if sp.issparse(tf) else tf
-        held = self._split_holdout(groups, rng)
+        held = holdout_mask(groups, self.holdout_fraction, rng, together)
         X_train, g_train = tf[~held], groups[~held]
         X_held, g_held = tf[held], groups[held]
+        self.holdout_groups_ = np.unique(g_held)
 
         S = self._similarities(self._matrix(theta), X_train)
         hard = hard_triplets(S / np.sqrt(np.outer(np.diag(S), np.diag(S)) + EPS), g_train, self.max_hard_per_query)

@@ -240,8 +240,19 @@ def jcf_enabled():
     return seeds_enabled() and config["seeds"]["jcf"]["enabled"]
 
 
-def jcf_codebook():
-    return f"results/codebooks/{config['seeds']['jcf']['codebook']}.npz"
+def _fisher_codebook_input(K):
+    """``{"codebook": fv-K}`` for a JCF job at K > 1; nothing for K = 1 (no codebook)."""
+    return {"codebook": f"results/codebooks/fv-{K}.npz"} if K > 1 else {}
+
+
+def jcf_pooling_codebook(wildcards):
+    """The Fisher codebook of a second-order pooling job ``K{K}`` (none for K1)."""
+    return _fisher_codebook_input(int(wildcards.K))
+
+
+def jcf_run_codebook(wildcards):
+    """The Fisher codebook of a JCF run (none for K1, the factorised form)."""
+    return _fisher_codebook_input(jcf_clusters(wildcards))
 
 
 def jcf_shard_files():
@@ -250,26 +261,29 @@ def jcf_shard_files():
 
 
 def jcf_runs():
-    """Run names ``K64-R64`` (JCF-R), ``K64-R64-k8`` (JCF-R-k), ``K1-R64`` (no codebook)."""
+    """Run names ``K64-R64`` (JCF-R), ``K64-R64-k8`` (JCF-R-k), ``K1-R64`` (no
+    codebook), for each K of ``seeds.jcf.codebook_sizes`` and R of ``seeds.jcf.dims``.
+    """
     jcf = config["seeds"]["jcf"]
-    K = int(jcf["codebook"].split("-")[1])
     runs = []
     for R in jcf["dims"]:
         if jcf["without_codebook"]:
             runs.append(f"K1-R{R}")
-        if jcf["full_codebook"]:
-            runs.append(f"K{K}-R{R}")
-        runs += [f"K{K}-R{R}-k{k}" for k in jcf["shared_ranks"]]
+        for K in jcf["codebook_sizes"]:
+            if jcf["full_codebook"]:
+                runs.append(f"K{K}-R{R}")
+            runs += [f"K{K}-R{R}-k{k}" for k in jcf["shared_ranks"]]
     return runs
 
 
 def jcf_records(random=True):
-    """The JCF records: the two baselines, each run learned (and its random initialisation)."""
+    """The JCF records: second-order pooling without codebook and with each codebook,
+    each run learned (and its random initialisation)."""
     if not jcf_enabled():
         return []
     baselines = [
-        "results/jcf/second_order_pooling.json",
-        "results/jcf/codebook_second_order_pooling.json",
+        f"results/jcf/second_order_pooling-K{K}.json"
+        for K in [1] + config["seeds"]["jcf"]["codebook_sizes"]
     ]
     learned = [f"results/jcf/{run}.json" for run in jcf_runs()]
     randoms = [f"results/jcf/{run}-random.json" for run in jcf_runs()] if random else []

@@ -1,7 +1,7 @@
 rule extract_jcf_features:
     input:
         images="results/data/images.csv",
-        codebook=jcf_codebook(),
+        pca="results/codebooks/pca.npz",
     output:
         features="results/jcf/features/shards/{shard}.npz",
     log:
@@ -46,33 +46,35 @@ rule gather_jcf_features:
         "../scripts/gather_jcf_features.py"
 
 
+# K1: second-order pooling without codebook; K > 1: with the Fisher codebook fv-K.
 rule evaluate_second_order:
     input:
+        unpack(jcf_pooling_codebook),
         images="results/data/images.csv",
         features="results/jcf/features.npz",
-        codebook=jcf_codebook(),
     output:
-        pooling="results/jcf/second_order_pooling.json",
-        codebook_pooling="results/jcf/codebook_second_order_pooling.json",
+        record="results/jcf/second_order_pooling-K{K}.json",
     log:
-        "logs/evaluate_second_order.log",
+        "logs/evaluate_second_order/K{K}.log",
     benchmark:
-        "benchmarks/rules/evaluate_second_order.tsv"
+        "benchmarks/rules/evaluate_second_order/K{K}.tsv"
     conda:
         ENV
     threads: 1
     resources:
-        mem_mb=3000,
+        mem_mb=1500,
         runtime=15,
+    params:
+        n_clusters=codebook_size,
     script:
         "../scripts/evaluate_second_order.py"
 
 
 rule train_jcf:
     input:
+        unpack(jcf_run_codebook),
         images="results/data/images.csv",
         features="results/jcf/features.npz",
-        codebook=jcf_codebook(),
     output:
         model="results/jcf/{jcf_run}.npz",
         record="results/jcf/{jcf_run}.json",

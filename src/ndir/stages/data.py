@@ -12,7 +12,7 @@ import pandas as pd
 from .. import data
 from ..descriptors import min_image_size
 from ..errors import ConfigError, DatasetError
-from .common import write_csv, write_json
+from .common import read_image_table, write_csv, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
     ----------
     images, skipped, report : str
         Output paths: the image table (CSV, one row per kept image, with its
-        ``split``), the skipped images with reasons (CSV) and a JSON summary.
+        ``split`` and its ``together`` label, empty without ``keep_together``), the
+        skipped images with reasons (CSV) and a JSON summary.
     kind, root : str
         Data set kind (``embedded``, ``holidays``, ``ukbench``, ``folders``) and folder.
     train_fraction : float
@@ -74,6 +75,8 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
         else data.keep_together_labels(kept, root, keep_together["table"], keep_together["column"])
     )
     split = data.split_groups(kept, train_fraction=train_fraction, seed=seed, together=together)
+    # The learners' hold-outs (ndir.data.holdout_mask) keep these labels together too.
+    split["together"] = together
     n_train = int((split["split"] == "train").sum())
     # The centred training matrix has rank N - 1 at most (less with duplicate images),
     # so PCA to R needs R < N - 1 to keep a margin.
@@ -102,6 +105,26 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
     write_csv(pd.concat([skipped_rows, ignored], ignore_index=True), skipped)
     write_json(summary, report)
     logger.info("data set: %s", summary)
+
+
+def split_together(images, split):
+    """The ``together`` labels (source photographs) of the images of one ``split``.
+
+    Parameters
+    ----------
+    images : path of the image table written by :func:`index_dataset`.
+    split : ``"train"`` or ``"test"``.
+
+    Returns
+    -------
+    (n_split_images,) object array in the table's order, missing values (NaN) where
+    nothing is kept together; pass it to :func:`ndir.data.holdout_mask`.
+    """
+    table = read_image_table(images)
+    if "together" not in table.columns:
+        raise DatasetError(f"{images}: no 'together' column (written by an older ndir); rerun index_dataset")
+    mask = (table["split"] == split).to_numpy()
+    return table.loc[mask, "together"].to_numpy(dtype=object)
 
 
 def descriptors_min_size(params):

@@ -4,16 +4,17 @@ second-order baselines it is about, on ndir's own local features.
 Local features: each image's dense HOG (the descriptors every signature is built
 from), a seeded subsample of ``per_image`` of them (:func:`ndir.jcf.subsample_descriptors`,
 keyed by the image's row in the image table, so that the number of shards does not
-change the sample), reduced by the descriptor PCA of the JCF codebook, a Fisher
-codebook of the grid (``seeds.jcf.codebook``). Only these ``x`` are stored; the soft
-assignments ``h(x)`` (the same codebook's GMM posteriors) are recomputed when loading,
-which costs less than reading them (:func:`load_features`).
+change the sample), reduced by the descriptor PCA that every Fisher codebook of the
+grid shares (``results/codebooks/pca.npz``): one set of ``x`` for every codebook size
+K of ``seeds.jcf.codebook_sizes``. Only these ``x`` are stored; the soft assignments
+``h(x)``, the posteriors of the GMM of the Fisher codebook fv-K, are recomputed when
+loading, which costs less than reading them (:func:`load_features`).
 
 Every representation is scored on the test split as everywhere else (Holidays mAP,
 one query per group) and by Recall@1, 2, 4, 8 (every test image a query). Each
 evaluation writes a JSON *record* with the keys of :data:`ndir.comparison.RECORD_KEYS`
-and the JCF table's (:data:`JCF_KEYS`); the learned JCF models and the two baselines
-also enter the seeds comparison.
+and the JCF table's (:data:`JCF_KEYS`); the learned JCF models and the baselines (without
+codebook and at each K) also enter the seeds comparison.
 """
 
 import json
@@ -25,22 +26,23 @@ import numpy as np
 import pandas as pd
 
 from .. import comparison, report
+from ..codebooks import DescriptorPCA
 from ..encoding import gmm_posteriors
 from ..errors import DatasetError
-from ..evaluation import holidays_map
+from ..evaluation import holidays_map, map_from_scores
 from ..index import load_codebook
-from ..jcf import JCF, codebook_second_order_pooling, second_order_pooling, subsample_descriptors
+from ..jcf import JCF, second_order_gram, subsample_descriptors
 from .common import (
     atomic_output,
     check_shard_order,
     describe_image,
     read_image_table,
     shard_rows,
-    signature_name,
     table_caption,
     write_csv,
     write_json,
 )
+from .data import split_together
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +57,20 @@ JCF_KEYS = ("family", "K", "R", "k", "n_parameters", "dims", "initialisation")
 # --------------------------------------------------------------------------- local features
 
 
-def local_signature(codebook):
-    """Input name of the JCF records: the local features as ``codebook`` (a path or
-    a name such as ``fv-64``) sees them, e.g. ``"local-fv-64"``."""
-    return "local-" + signature_name(codebook)
+def local_signature(K, d):
+    """Input name of the JCF records: the local features seen through the Fisher
+    codebook fv-K (``"local-fv-64"``), or for K = 1 (no codebook) the PCA-reduced
+    dense HOG alone (``"local-pca-80"``, d = 80)."""
+    return f"local-fv-{K}" if K > 1 else f"local-pca-{d}"
 
 
-def shard_features(paths, rows, codebook, per_image, seed, descriptors):
-    """Local features ``x`` of images: subsampled dense HOG reduced by the codebook's PCA.
+def shard_features(paths, rows, pca, per_image, seed, descriptors):
+    """Local features ``x`` of images: subsampled dense HOG reduced by the descriptor PCA.
 
     Parameters
     ----------
     paths : image files; rows : their rows in the image table (the subsample's keys).
-    codebook : :class:`ndir.codebooks.FisherCodebook`.
+    pca : :class:`ndir.codebooks.DescriptorPCA`, the one every Fisher codebook holds.
     per_image, seed : see :func:`ndir.jcf.subsample_descriptors`.
     descriptors : the workflow's descriptor parameters (:func:`describe_image`).
 
@@ -82,39 +85,57 @@ def shard_features(paths, rows, codebook, per_image, seed, descriptors):
         if len(local) == 0:
             raise DatasetError(f"{path}: no local descriptor (image smaller than a HOG cell?); remove it")
         (sample,) = subsample_descriptors([local], per_image, seed, keys=[int(row)])
-        parts.append(codebook.pca_.transform(np.asarray(sample, dtype=np.float32)).astype(np.float32))
-    d = codebook.pca_.components_.shape[1]
+        parts.append(pca.transform(np.asarray(sample, dtype=np.float32)).astype(np.float32))
+    d = pca.n_components
     features = np.concatenate(parts) if parts else np.zeros((0, d), dtype=np.float32)
     offsets = np.concatenate([[0], np.cumsum([len(p) for p in parts], dtype=np.int64)]).astype(np.int64)
     return features, offsets
 
 
-def extract_jcf_features(images, codebook, features, shard, n_shards, per_image, seed, descriptors):
+def extract_jcf_features(images, pca, features, shard, n_shards, per_image, seed, descriptors):
     """Local features of one shard of the images (:func:`shard_features`), as an ``.npz``
-    with ``image_id``, ``features`` and ``offsets``."""
+    with ``image_id``, ``features``, ``offsets`` and ``pca_components`` (the (D, d)
+    axes of the descriptor PCA ``pca``, by which :func:`load_features` checks that a
+    codebook's posteriors are those of these features)."""
     table = read_image_table(images)
     rows = shard_rows(len(table), shard, n_shards)
     part = table.iloc[rows]
-    model = _fisher_codebook(codebook)
+    model = DescriptorPCA.load(pca)
     X, offsets = shard_features(part["path"], range(rows.start, rows.stop), model, per_image, seed, descriptors)
     logger.info("shard %d: %d images, %d local features of dimension %d", shard, len(part), len(X), X.shape[1])
     with atomic_output(features) as tmp:
-        np.savez(tmp, image_id=part["image_id"].to_numpy(dtype=str), features=X, offsets=offsets)
+        np.savez(
+            tmp,
+            image_id=part["image_id"].to_numpy(dtype=str),
+            features=X,
+            offsets=offsets,
+            pca_components=model.components_,
+        )
 
 
 def gather_jcf_features(images, shards, features):
-    """Concatenate the shards' local features in the image table's order (checked)."""
-    parts, ids, offsets, start = [], [], [np.zeros(1, dtype=np.int64)], 0
+    """Concatenate the shards' local features in the image table's order (checked, as
+    that all shards used one descriptor PCA)."""
+    parts, ids, offsets, start, axes = [], [], [np.zeros(1, dtype=np.int64)], 0, []
     for path in shards:
         with np.load(path) as npz:
             parts.append(npz["features"])
             ids.append(npz["image_id"])
             offsets.append(npz["offsets"][1:] + start)
+            axes.append(npz["pca_components"])
             start += len(npz["features"])
     check_shard_order(images, ids, "JCF local-feature", "extract_jcf_features")
+    if any(not np.array_equal(a, axes[0]) for a in axes[1:]):
+        raise DatasetError(
+            f"{features}: the shards were reduced by different descriptor PCAs; rerun extract_jcf_features"
+        )
     with atomic_output(features) as tmp:
         np.savez(
-            tmp, image_id=np.concatenate(ids), features=np.concatenate(parts), offsets=np.concatenate(offsets)
+            tmp,
+            image_id=np.concatenate(ids),
+            features=np.concatenate(parts),
+            offsets=np.concatenate(offsets),
+            pca_components=axes[0],
         )
 
 
@@ -131,16 +152,21 @@ def load_features(images, features, codebook=None):
     Returns ``{split: (X, H, groups, is_query)}`` for ``train`` and ``test``: ``X`` a
     list of (n_i, d) float32 arrays, ``H`` the list of their (n_i, K) posteriors under
     ``codebook`` (a path; :func:`ndir.jcf.codebook_features` gives the same), or None
-    when ``codebook`` is None.
+    when ``codebook`` is None. A codebook whose descriptor PCA is not the one the
+    features were reduced by is refused (DatasetError).
     """
     table = read_image_table(images)
     with np.load(features) as npz:
-        ids, X, offsets = npz["image_id"], npz["features"], npz["offsets"]
+        if "pca_components" not in npz.files:
+            raise DatasetError(f"{features}: written by an older ndir (no pca_components); rerun extract_jcf_features")
+        ids, X, offsets, axes = npz["image_id"], npz["features"], npz["offsets"], npz["pca_components"]
     if not np.array_equal(ids, table["image_id"].to_numpy(dtype=str)):
         raise DatasetError(f"{features}: images differ from {images}; rerun extract_jcf_features")
     model = None if codebook is None else _fisher_codebook(codebook)
-    if model is not None and model.means_.shape[1] != X.shape[1]:
-        raise DatasetError(f"{features}: features of dimension {X.shape[1]}, not the codebook's; rerun extract_jcf_features")
+    if model is not None and not np.array_equal(model.pca_.components_, axes):
+        raise DatasetError(
+            f"{features}: features reduced by another descriptor PCA than {codebook}'s; rerun extract_jcf_features"
+        )
     per_image = [X[offsets[j] : offsets[j + 1]] for j in range(len(table))]
     out = {}
     for name in ("train", "test"):
@@ -205,11 +231,28 @@ def jcf_record(family, signature, K, R, k, Y, groups, is_query, n_parameters, tr
     ``initialisation``: ``"none"``, ``"random"`` or ``"learned"``.
     """
     Y = np.asarray(Y)
-    dims = int(Y.shape[1])
+    scores = {"test_map": float(holidays_map(Y, groups, is_query)), **comparison.recalls(Y, groups)}
+    return _record(family, signature, K, R, k, Y.shape[1], n_parameters, train_s, initialisation, scores)
+
+
+def pooling_record(signature, K, dims, similarities, groups, is_query):
+    """The record of a second-order pooling baseline (K = 1: without codebook), which
+    learns nothing, from the cosine similarities (n_test, n_test) of its ``dims``-long
+    test signatures (:func:`ndir.jcf.second_order_gram`): as :func:`jcf_record`."""
+    queries = np.flatnonzero(is_query)
+    scores = {
+        "test_map": float(map_from_scores(similarities[queries], queries, groups)),
+        **comparison.recalls(similarities, groups, "precomputed"),
+    }
+    family = "second-order pooling" if K == 1 else "codebook second-order pooling"
+    return _record(family, signature, K, None, None, dims, 0, 0.0, "none", scores)
+
+
+def _record(family, signature, K, R, k, dims, n_parameters, train_s, initialisation, scores):
     method = method_name(family, K, R, k)
     if initialisation == "random":
         method += ", random init"
-    record = {
+    return {
         "method": method,
         "family": family,
         "signature": signature,
@@ -217,16 +260,14 @@ def jcf_record(family, signature, K, R, k, Y, groups, is_query, n_parameters, tr
         "R": None if R is None else int(R),
         "k": None if k is None else int(k),
         "n_parameters": int(n_parameters),
-        "dims": dims,
+        "dims": int(dims),
         "initialisation": initialisation,
-        "query_dims": dims,
+        "query_dims": int(dims),
         "model_bytes": 4 * int(n_parameters),
-        "db_bytes_per_image": 4 * dims,
-        "test_map": float(holidays_map(Y, groups, is_query)),
+        "db_bytes_per_image": 4 * int(dims),
         "train_s": float(train_s),
-        **comparison.recalls(Y, groups),
+        **scores,
     }
-    return record
 
 
 def _finish(record, n_features, d, n_database):
@@ -237,39 +278,41 @@ def _finish(record, n_features, d, n_database):
     return comparison.check_record(record)
 
 
-def evaluate_second_order(images, features, codebook, pooling, codebook_pooling):
-    """Records of second-order pooling without codebook (``pooling``) and with the
-    codebook (``codebook_pooling``, K d (d+1)/2 dimensions) on the test split;
-    nothing is learned.
+def evaluate_second_order(images, features, record, n_clusters, codebook=None):
+    """The record of second-order pooling on the test split: without codebook
+    (``n_clusters`` = 1, d (d+1)/2 dimensions) or with the Fisher codebook fv-K
+    (``codebook``, K d (d+1)/2 dimensions); nothing is learned.
+
+    Scored from the Gram matrix of the signatures, accumulated over blocks of
+    codewords (:func:`ndir.jcf.second_order_gram`), so that memory stays bounded
+    at every K; the record's ``pool_and_score_ms_per_image`` is that computation's time
+    per test image.
 
     The plain signed square root (no smoothing: nothing is differentiated; the
     smoothing ``seeds.jcf.sqrt_eps`` is relative to JCF's unit-RMS z, while the
     entries of ``mean x x^T`` are around 1e-4 here, and smoothing them by 1e-4 cost
     2 points of mAP on the default run).
     """
-    splits = load_features(images, features, codebook)
-    X, H, groups, is_query = splits["test"]
-    n_features = float(np.mean([len(x) for x in X]))
-    d, K = X[0].shape[1], H[0].shape[1]
-    signature = local_signature(codebook)
-    for family, path, encode, clusters in (
-        ("second-order pooling", pooling, lambda: second_order_pooling(X), 1),
-        ("codebook second-order pooling", codebook_pooling, lambda: codebook_second_order_pooling(X, H), K),
-    ):
-        start = time.perf_counter()
-        Y = encode()
-        encode_s = time.perf_counter() - start
-        record = jcf_record(family, signature, clusters, None, None, Y, groups, is_query, 0, 0.0, "none")
-        record["encode_ms_per_image"] = 1e3 * encode_s / len(X)
-        write_json(_finish(record, n_features, d, len(X)), path)
-        logger.info("%s: %d dims, test mAP %.4f, Recall@1 %.4f", family, Y.shape[1], record["test_map"], record["recall_at_1"])
-        del Y
+    K = int(n_clusters)
+    X, H, groups, is_query = load_features(images, features, codebook if K > 1 else None)["test"]
+    if K > 1 and H[0].shape[1] != K:
+        raise DatasetError(f"{codebook}: K = {H[0].shape[1]} codewords, the run asks for K = {K}")
+    d = X[0].shape[1]
+    dims = K * d * (d + 1) // 2
+    start = time.perf_counter()
+    similarities = second_order_gram(X, H)
+    seconds = time.perf_counter() - start
+    result = pooling_record(local_signature(K, d), K, dims, similarities, groups, is_query)
+    result["pool_and_score_ms_per_image"] = 1e3 * seconds / len(X)
+    write_json(_finish(result, float(np.mean([len(x) for x in X])), d, len(X)), record)
+    logger.info(
+        "%s: %d dims, test mAP %.4f, Recall@1 %.4f", result["method"], dims, result["test_map"], result["recall_at_1"]
+    )
 
 
 def train_jcf(
     images,
     features,
-    codebook,
     model,
     record,
     random_record,
@@ -284,10 +327,15 @@ def train_jcf(
     holdout_fraction,
     sqrt_eps,
     seed,
+    codebook=None,
 ):
     """Learn JCF-R (``n_shared`` None), JCF-R-k or, with ``n_clusters`` = 1, the
     factorised form without codebook, on the training split; score it and its random
     initialisation (the same estimator and seed, no epoch) on the test split.
+
+    ``codebook``: the Fisher codebook fv-K whose posteriors are h(x) (K =
+    ``n_clusters`` > 1; unused for K = 1). The hold-out that picks the epoch keeps
+    the groups of one source photograph (the image table's ``together``) on one side.
 
     Writes the model (``.npz``, :meth:`ndir.jcf.JCF.save`), the learned and the
     random records (JSON) and the training history (CSV, one row per epoch, 0 = the
@@ -299,6 +347,7 @@ def train_jcf(
     X_test, H_test, groups, is_query = splits["test"]
     if use_codebook and H_train[0].shape[1] != n_clusters:
         raise DatasetError(f"{codebook}: K = {H_train[0].shape[1]} codewords, the run asks for K = {n_clusters}")
+    together = split_together(images, "train")
     options = dict(
         n_components=n_components,
         n_shared=n_shared,
@@ -312,12 +361,12 @@ def train_jcf(
     family = "factorised" if not use_codebook else ("JCF" if n_shared is None else "JCF shared")
     n_features = float(np.mean([len(x) for x in X_test]))
     d = X_test[0].shape[1]
-    signature = local_signature(codebook)
+    signature = local_signature(int(n_clusters), d)
 
     start = time.perf_counter()
-    learned = JCF(n_epochs=epochs, **options).fit(X_train, H_train, groups_train)
+    learned = JCF(n_epochs=epochs, **options).fit(X_train, H_train, groups_train, together)
     train_s = time.perf_counter() - start
-    random = JCF(n_epochs=0, **options).fit(X_train, H_train, groups_train)
+    random = JCF(n_epochs=0, **options).fit(X_train, H_train, groups_train, together)
 
     results = {}
     for name, estimator, seconds in (("learned", learned, train_s), ("random", random, 0.0)):

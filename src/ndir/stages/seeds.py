@@ -29,6 +29,7 @@ from .common import (
     split_signatures,
     write_json,
 )
+from .data import split_together
 from .sparse import final_maps
 
 logger = logging.getLogger(__name__)
@@ -194,6 +195,9 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
 def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed):
     """Learn Yan & Yu's sparse similarity matrix on the training split; record its test mAP.
 
+    The hold-out that picks the iteration keeps the images of one source photograph
+    (the image table's ``together``) on one side.
+
     Writes the matrix M^s (scipy ``.npz``, CSR) and a comparison record.
     """
     splits = _bovw_splits(images, counts)
@@ -201,7 +205,7 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     words = bovw.VisualVocabulary.load(vocabulary).centroids_
     estimator = SparseSimilarityMatrix(**options, random_state=seed)
     start = time.perf_counter()
-    estimator.fit(C_train, groups_train, words)
+    estimator.fit(C_train, groups_train, words, together=split_together(images, "train"))
     train_s = time.perf_counter() - start
     C_test, groups, is_query = splits["test"]
     test_map, Q = _test_scores(estimator.score_pairs, C_test, groups, is_query)
