@@ -5,11 +5,12 @@ Usage (after a default run, from the repository root)::
     python benchmarks/select_margin.py --run . [--margins 1e-6 1e-3 1e-2 3e-2 1e-1]
 
 For every signature in ``<run>/results/signatures/`` (VLAD/FV), the training split's
-groups are divided once (seeded) into 80 % to learn from and 20 % held out; a sparse
-rank projector (R = 32, tau = 0.99, the config's other settings) is learned on the 80 %
-for each margin and scored on the held-out groups, as Holidays mAP of the L2-normalised
-and of the raw reductions. Prints one row per (signature, margin) and the mean over
-signatures per margin: the default ``sparse.margin`` is the best mean held-out mAP (L2).
+groups are divided once (seeded, whole source photographs) into 80 % to learn from and
+20 % held out; a sparse rank projector (R = 32, tau = 0.99, the config's other settings)
+is learned on the 80 % for each margin and scored on the held-out groups, as Holidays
+mAP of the L2-normalised and of the raw reductions. Prints one row per (signature,
+margin) and the mean over signatures per margin: the default ``sparse.margin`` is the
+best mean held-out mAP (L2).
 
 Why a margin at all: the columns of U are unit-norm (``sparse.renormalize``) and the
 signatures are L2-normalised, so the scores are bounded by 1 and a margin of 1e-6 (the
@@ -24,17 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ndir.data import holdout_mask
 from ndir.evaluation import holidays_map
 from ndir.projection import SparseRankProjector
 from ndir.stages.common import split_signatures
-
-
-def held_out_split(groups, fraction, seed):
-    """Boolean mask of the rows whose group is held out (``fraction`` of the groups)."""
-    labels = np.unique(groups)
-    rng = np.random.default_rng(seed)
-    held = rng.choice(labels, size=max(1, round(fraction * labels.size)), replace=False)
-    return np.isin(groups, held)
+from ndir.stages.data import split_together
 
 
 def held_out_maps(X, groups, is_query, held, margin, args):
@@ -70,7 +65,10 @@ def main():
     rows = []
     for path in sorted((args.run / "results" / "signatures").glob("*.npy")):
         X, groups, is_query = split_signatures(images, path)["train"]
-        held = held_out_split(groups, args.held_out, args.seed)
+        # Whole source photographs held out, as the split and the learners' hold-outs.
+        held = holdout_mask(
+            groups, args.held_out, np.random.default_rng(args.seed), split_together(images, "train")
+        )
         for margin in args.margins:
             start = time.perf_counter()
             row = {"signature": path.stem, "margin": margin}
