@@ -8,13 +8,7 @@ Prints, for each thread count asked (BLAS and faiss limited alike):
   (``ndir.codebooks.gmm_em``) vs scikit-learn ``GaussianMixture``, and the ratio;
 - FV and VLAD encoding of 20k descriptors at K = 256 and 512 against the GEMM
   bound: FV 6 N K D flops (three N x K x D products), VLAD 2 N K D (the
-  assignment product), timed as float32 matmuls of those shapes (GFLOP/s shown);
-- one 512x384 photo through the workflow's encoding (``encode_shard``): its dense
-  HOG computed once, then VLAD and FV at K = 64, 128, 256, 512 (eight codebooks,
-  fitted on the descriptors of a few shipped photos), per phase, against the time
-  of the float32 GEMMs it cannot avoid: per codebook, the VLAD assignment
-  (N x 128 by 128 x K) and the FV's log joint and statistics (two N x 161 by
-  161 x K products, 161 = 2 x 80 + 1).
+  assignment product), timed as float32 matmuls of those shapes (GFLOP/s shown).
 
 Every time is the best of a few repeats (the machine may be shared).
 
@@ -36,27 +30,9 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from bench_descriptors import CELL_SIZES, STEP, photos_512x384  # noqa: E402
-from ndir.codebooks import (  # noqa: E402
-    encode_with_codebooks,
-    fit_descriptor_pca,
-    fit_fisher_codebook,
-    fit_vlad_codebook,
-    gmm_em,
-    kmeans,
-)
-from ndir.descriptors import dense_hog  # noqa: E402
-from ndir.encoding import (  # noqa: E402
-    CHUNK_SIZE,
-    fisher_vector,
-    fisher_vectors,
-    nearest_centroids,
-    vlad,
-    vlad_signatures,
-)
+from ndir.codebooks import kmeans, gmm_em  # noqa: E402
+from ndir.encoding import fisher_vector, vlad  # noqa: E402
 from timing import best_time  # noqa: E402
-
-CODEBOOK_SIZES = (64, 128, 256, 512)
 
 
 
@@ -161,64 +137,6 @@ def bench_encoding(rng, n):
         )
 
 
-def image_codebooks(rng, n_sample, n_photos=4):
-    """The eight codebooks of the Holidays grid, quickly fitted on shipped photos.
-
-    VLAD (k-means, 5 iterations) and FV (PCA-80, GMM with 2 EM iterations) at
-    K = 64...512, on ``n_sample`` dense HOG descriptors of ``n_photos`` 512x384
-    photos: codebooks of the real shapes, whose posteriors spread like real ones.
-    """
-    photos = photos_512x384(n_photos)
-    descriptors = np.concatenate([dense_hog(image, STEP, CELL_SIZES) for _, image in photos])
-    sample = descriptors[rng.choice(len(descriptors), n_sample, replace=False)]
-    pca = fit_descriptor_pca(sample, 80)
-    vlads = [fit_vlad_codebook(sample, k, 80, seed=0, n_iter=5) for k in CODEBOOK_SIZES]
-    fishers = [
-        fit_fisher_codebook(sample, k, pca, seed=0, n_iter=2, kmeans_iter=5)
-        for k in CODEBOOK_SIZES
-    ]
-    return vlads, fishers
-
-
-def bench_image(vlads, fishers, repeats=3):
-    """Per-phase time of encoding one 512x384 photo with the eight codebooks."""
-    name, image = photos_512x384(1)[0]
-    X = dense_hog(image, STEP, CELL_SIZES)
-    pca = fishers[0].pca_
-    reduced = pca.transform(X)
-    augmented = np.concatenate([reduced**2, reduced, np.ones((len(X), 1), np.float32)], axis=1)
-    vlad_books = [(c.centroids_, c.components_) for c in vlads]
-    mixtures = [(c.weights_, c.means_, c.variances_) for c in fishers]
-    phases = {
-        "descriptors (dense HOG)": lambda: dense_hog(image, STEP, CELL_SIZES),
-        "VLAD assignment": lambda: [nearest_centroids(X, c) for c, _ in vlad_books],
-        "VLAD (assignment, sums, projection)": lambda: vlad_signatures(X, vlad_books),
-        "FV PCA-80": lambda: pca.transform(X),
-        "FV (posteriors, statistics)": lambda: fisher_vectors(reduced, mixtures),
-        "encode_with_codebooks (all eight)": lambda: encode_with_codebooks(X, vlads + fishers),
-    }
-    times = {what: best_time(function, repeats) for what, function in phases.items()}
-    per_image = times["descriptors (dense HOG)"] + times["encode_with_codebooks (all eight)"]
-    # The GEMMs no encoder can skip, timed at these shapes, in blocks of CHUNK_SIZE
-    # rows as the encoders run them; the FV's statistics product counts as a second
-    # log-joint product (same flops).
-    def blocks_times(A, B):
-        return best_time(
-            lambda: [A[s : s + CHUNK_SIZE] @ B for s in range(0, len(A), CHUNK_SIZE)], repeats
-        )
-
-    gemm_s = sum(blocks_times(X, c.centroids_.T) for c in vlads) + sum(
-        2 * blocks_times(augmented, np.ones((161, c.n_clusters), np.float32)) for c in fishers
-    )
-    print(f"  one photo ({name}, 512x384, {len(X)} descriptors), K = {CODEBOOK_SIZES}:")
-    for what, seconds in times.items():
-        print(f"    {what:38s} {seconds * 1e3:7.0f} ms")
-    print(
-        f"    per image (descriptors + all eight)    {per_image * 1e3:7.0f} ms "
-        f"(target <= 800 ms) | unavoidable float32 GEMMs {gemm_s * 1e3:.0f} ms"
-    )
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -230,12 +148,10 @@ def main():
     rng = np.random.default_rng(0)
     X128 = descriptor_like(rng, n_fit)
     X80 = rng.normal(size=(n_fit, 80)).astype(np.float32)
-    vlads, fishers = image_codebooks(rng, 20_000 if args.quick else 100_000)
     for threads in args.threads:
         faiss.omp_set_num_threads(threads)
         with threadpool_limits(limits=threads):
             print(f"threads={threads}")
-            bench_image(vlads, fishers)
             bench_encoding(rng, 20_000)
             bench_em(rng, X80, 256)
             bench_kmeans(X128, 256, n_iter=20)

@@ -12,9 +12,8 @@ trained on the training set only.
   EM on the PCA-reduced descriptors, initialised by k-means.
 
 The codebooks' ``encode`` returns the raw signature of one image (formulas in
-:mod:`ndir.encoding`), :func:`encode_with_codebooks` those of several codebooks at
-once; each model saves to and loads from an ``.npz`` file holding a ``kind``
-field, so a file of the wrong kind is refused with a clear message.
+:mod:`ndir.encoding`); each model saves to and loads from an ``.npz`` file holding
+a ``kind`` field, so a file of the wrong kind is refused with a clear message.
 """
 
 import logging
@@ -29,11 +28,10 @@ from threadpoolctl import ThreadpoolController
 from ndir.encoding import (
     CHUNK_SIZE,
     cluster_sums,
-    fisher_vectors,
+    fisher_vector,
     gmm_statistics,
     nearest_centroids,
     vlad,
-    vlad_signatures,
 )
 from ndir.errors import NdirInputError
 
@@ -458,13 +456,12 @@ class FisherCodebook:
         ``[G_mu, G_sigma]``. No descriptors give the zero vector.
         """
         descriptors = _image_descriptors(descriptors, self.pca_.mean_.shape[0])
-        # The reduction block by block inside fisher_vectors, exactly as
-        # encode_with_codebooks does it (a whole-matrix product rounds differently).
-        return fisher_vectors(
-            descriptors,
-            [(self.weights_, self.means_, self.variances_)],
-            projection=(self.pca_.mean_, self.pca_.components_),
-        )[0]
+        return fisher_vector(
+            self.pca_.transform(descriptors),
+            self.weights_,
+            self.means_,
+            self.variances_,
+        )
 
     def save(self, path):
         """Write the codebook and its PCA to the ``.npz`` file ``path`` (kind ``"fv"``)."""
@@ -501,55 +498,6 @@ class FisherCodebook:
             int(arrays["seed"]),
             int(arrays["n_iter"]),
         )
-
-
-def encode_with_codebooks(descriptors, codebooks):
-    """Raw signatures of one image's descriptors under several codebooks.
-
-    The same signatures as each codebook's ``encode`` (bit for bit), computed
-    together: :func:`ndir.encoding.vlad_signatures` encodes under all VLAD
-    codebooks, and :func:`ndir.encoding.fisher_vectors` under all Fisher
-    codebooks that share a descriptor PCA (the workflow's do), reducing the
-    descriptors once for them.
-
-    Parameters
-    ----------
-    descriptors : (n, D) float32 descriptors of one image.
-    codebooks : sequence of VladCodebook and FisherCodebook, all for D-dimensional
-        descriptors.
-
-    Returns
-    -------
-    list of (codebook.dim,) float32, in the order of ``codebooks``.
-    """
-    signatures = [None] * len(codebooks)
-    vlads = [i for i, c in enumerate(codebooks) if isinstance(c, VladCodebook)]
-    if vlads:
-        dim = codebooks[vlads[0]].centroids_.shape[1]
-        encoded = vlad_signatures(
-            _image_descriptors(descriptors, dim),
-            [(codebooks[i].centroids_, codebooks[i].components_) for i in vlads],
-        )
-        for i, signature in zip(vlads, encoded):
-            signatures[i] = signature
-    # Fisher codebooks grouped by their PCA (equal arrays, not the same object:
-    # each codebook file holds its own copy).
-    by_pca = {}
-    for i, c in enumerate(codebooks):
-        if isinstance(c, FisherCodebook):
-            key = (c.pca_.mean_.tobytes(), c.pca_.components_.tobytes())
-            by_pca.setdefault(key, []).append(i)
-    for members in by_pca.values():
-        pca = codebooks[members[0]].pca_
-        encoded = fisher_vectors(
-            _image_descriptors(descriptors, pca.mean_.shape[0]),
-            [(codebooks[i].weights_, codebooks[i].means_, codebooks[i].variances_)
-             for i in members],
-            projection=(pca.mean_, pca.components_),
-        )
-        for i, signature in zip(members, encoded):
-            signatures[i] = signature
-    return signatures
 
 
 def _m_step(s0, s1, s2, n, previous_means, previous_variances, variance_floor):

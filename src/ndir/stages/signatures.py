@@ -4,7 +4,6 @@ import logging
 
 import numpy as np
 
-from ..codebooks import encode_with_codebooks
 from ..encoding import power_l2_normalise
 from ..index import load_codebook
 from .common import atomic_output, check_shard_order, describe_image, read_shard, signature_name
@@ -16,18 +15,16 @@ def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descript
     """Encode one shard of the images with every codebook.
 
     Each image's local descriptors are computed once and encoded with all
-    codebooks together (:func:`ndir.codebooks.encode_with_codebooks`), then
-    power- (``alpha``) and L2-normalised. Writes an ``.npz`` with
+    codebooks, then power- (``alpha``) and L2-normalised. Writes an ``.npz`` with
     one (n_shard_images, D) float32 array per codebook name and ``image_id``.
     """
     part = read_shard(images, shard, n_shards)
     models = {signature_name(path): load_codebook(path)[0] for path in codebooks}
     out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
-    codebook_models = list(models.values())
     for i, path in enumerate(part["path"]):
         local = describe_image(path, descriptors)
-        for name, signature in zip(models, encode_with_codebooks(local, codebook_models)):
-            out[name][i] = signature
+        for name, model in models.items():
+            out[name][i] = model.encode(local)
         if (i + 1) % 25 == 0:
             logger.info("shard %d: %d / %d images", shard, i + 1, len(part))
     for name in out:
