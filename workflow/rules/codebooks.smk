@@ -51,6 +51,10 @@ rule fit_vlad_codebook:
         "logs/fit_vlad_codebook/{K}.log",
     benchmark:
         "benchmarks/rules/fit_vlad_codebook/{K}.tsv"
+    # Before the JCF chain (priority 1): a two-thread job waits for both cores, and
+    # behind a single-thread JCF training it held up every encoding for 2 min. (One
+    # thread would change the faiss k-means, and so Table I.)
+    priority: 2
     conda:
         ENV
     threads: 2
