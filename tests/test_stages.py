@@ -205,3 +205,30 @@ def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups
     assert ("Full (paper)" in table.columns) == with_paper
     assert table.loc[0, "Full"] == 80.0
     assert says in (tmp_path / "table1.md").read_text()
+
+
+@pytest.mark.parametrize("sparsity", [0.99, 0.5])
+def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
+    """The history's mAPs: ``X U`` through the sparse U (tau = 0.99) or dense BLAS
+    (tau = 0.5) rank the images like the dense product, scored raw and L2-normalised."""
+    from ndir.evaluation import holidays_map
+    from ndir.projection import SparseRankProjector
+    from ndir.stages.sparse import reduced_aps
+
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(12), 3)
+    centres = rng.standard_normal((12, 1000)).astype(np.float32)
+    X = centres[groups] + 0.5 * rng.standard_normal((groups.size, 1000)).astype(np.float32)
+    is_query = np.tile([True, False, False], 12)
+    projector = SparseRankProjector(8, sparsity=sparsity, max_iter=3, random_state=0)
+    projector.fit(X, groups, queries=is_query)
+    Y = X @ projector.components_.toarray()
+    expected = {
+        "dot": Y,
+        "l2": Y / np.linalg.norm(Y, axis=1, keepdims=True),
+    }
+    aps = reduced_aps(projector, X, groups, is_query)
+    assert set(aps) == set(expected)
+    for scoring, reduced in expected.items():
+        _, ap = holidays_map(reduced, groups, is_query, return_per_query=True)
+        np.testing.assert_allclose(aps[scoring], ap, atol=1e-12)
