@@ -51,6 +51,21 @@ def test_every_planned_job_has_memory_and_runtime(tmp_path, paper_grid):
         assert "mem_mb=" in resources and "runtime=" in resources, (rule, resources)
 
 
+
+def test_trainings_ask_for_the_time_their_size_needs(tmp_path, paper_grid):
+    """2,000 steps at FV-512, R = 256 (D R = 4 x 20,480 x 256, about 4 s a step at
+    tau = 0.9): 3 x 2,000 x 4.05 s = 405 min; small trainings keep the 2 h floor."""
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("sparse: {max_iter: 2000}\n")
+    jobs = dry_run(tmp_path, paper_grid, str(steps))
+    minutes = [
+        int(re.search(r"runtime=(\d+)", resources).group(1))
+        for rule, resources in jobs
+        if rule == "train_sparse_projector"
+    ]
+    assert min(minutes) == 120 and max(minutes) == 405
+
+
 def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
     """The README's command: it replaces the profile's default-resources, so the
     memory and time still shown are the ones each rule declares."""

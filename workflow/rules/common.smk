@@ -3,7 +3,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import validate
 
-from ndir.config import check_config, coerce_config_strings
+from ndir.config import check_config, coerce_config_strings, signature_dim
 
 # --config key={...} delivers nested numbers as strings: read them as the schema's types.
 with open(Path(workflow.current_basedir) / "../schemas/config.schema.yaml") as schema:
@@ -96,6 +96,16 @@ def projector_dim(wildcards):
 def projector_sparsity(wildcards):
     """The sparsity rate tau of a rule's wildcards, as a float."""
     return float(wildcards.tau)
+
+
+def training_runtime(wildcards):
+    """Minutes a sparse training may take on a cluster: ``sparse.max_iter`` steps at the
+    cost measured at Holidays scale for tau = 0.9, the dearest (about 1 s per 20,480 x 256
+    entries of U on one core, docs/performance.md), three times over; at least 2 h."""
+    encoding, K = wildcards.signature.split("-")
+    n_features = signature_dim(encoding, int(K), config["codebooks"]["pca_dims"])
+    seconds_per_step = 0.05 + n_features * int(wildcards.R) / (20480 * 256)
+    return max(120, round(3 * config["sparse"]["max_iter"] * seconds_per_step / 60))
 
 
 def sparse_run(signature, R, tau):

@@ -14,7 +14,7 @@ rule train_sparse_projector:
     threads: 1
     resources:
         mem_mb=4000,
-        runtime=120,
+        runtime=training_runtime,
     params:
         n_components=projector_dim,
         sparsity=projector_sparsity,
