@@ -359,6 +359,7 @@ def test_default_queries_are_first_of_each_group_and_pivot_is_top_negative():
         ({"init": "svd"}, "init"),
         ({"init": np.zeros((3, 3))}, "init array"),
         ({"n_components": 40}, "n_components"),
+        ({"n_iter_no_change": 0}, "n_iter_no_change"),
     ],
 )
 def test_bad_parameters_are_reported(params, message):
@@ -491,3 +492,17 @@ def test_history_records_the_objective_before_projection():
     np.testing.assert_allclose(
         model.objective_unprojected_, model.objective_[1:], rtol=1e-4
     )
+
+
+def test_training_stops_after_n_iter_no_change_steps_that_do_not_move(monkeypatch):
+    """A line search that finds no step (mu = 0) n_iter_no_change times in a row ends
+    the training there; None runs to max_iter."""
+    X, groups, _ = grouped(8, 3, 40, noise=1.5, seed=2)
+    monkeypatch.setattr(_descent.Descent, "step", lambda self, problem, selected: (0.0, 1.0))
+    fit = lambda n: SparseRankProjector(  # noqa: E731
+        4, sparsity=0.5, max_iter=30, n_iter_no_change=n, random_state=0
+    ).fit(X, groups)
+    stalled = fit(7)
+    assert stalled.n_iter_ == 7 and stalled.objective_[-1] > stalled.tol
+    np.testing.assert_array_equal(stalled.step_sizes_, 0.0)
+    assert fit(None).n_iter_ == 30

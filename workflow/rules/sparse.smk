@@ -22,6 +22,7 @@ rule train_sparse_projector:
         queries_per_step=config["sparse"]["queries_per_step"],
         margin=config["sparse"]["margin"],
         tol=config["sparse"]["tol"],
+        n_iter_no_change=config["sparse"]["n_iter_no_change"],
         renormalize=config["sparse"]["renormalize"],
         line_search=config["sparse"]["line_search"],
         eval_every=config["sparse"]["eval_every"],

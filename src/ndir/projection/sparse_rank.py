@@ -120,6 +120,12 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
     tol : float, default 1e-12
         Stop as soon as the objective over all queries (Eq. 13) is below ``tol`` (or
         zero).
+    n_iter_no_change : int or None, default 50
+        Stop after this many consecutive steps whose line search found no step size
+        that lowers the selected queries' objective (mu = 0: U did not move, for as
+        many draws of the queries); None never stops for that. At Holidays scale a
+        training can sit at an objective of 4e-12, above ``tol`` but at rounding level,
+        for the remaining 1,700 of its 2,000 steps.
     init : {"pca", "random"} or (D, R) array, default "pca"
         Projectors before the first l0 projection: the principal axes of the training
         signatures (the unsupervised projectors of the paper's ref. [9],
@@ -193,6 +199,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         n_queries_per_step=20,
         margin=1e-2,
         tol=1e-12,
+        n_iter_no_change=50,
         init="pca",
         renormalize=True,
         line_search="projected",
@@ -208,6 +215,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         self.n_queries_per_step = n_queries_per_step
         self.margin = margin
         self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.init = init
         self.renormalize = renormalize
         self.line_search = line_search
@@ -271,7 +279,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
                 objective.append(float(losses.sum()))
                 # A zero objective has a zero gradient: nothing more would change.
                 done = objective[-1] < self.tol or objective[-1] == 0.0
-                done = done or step == self.max_iter
+                done = done or step == self.max_iter or self._stalled(step_sizes)
                 if self.callback is not None and (
                     done or step % self.callback_every == 0
                 ):
@@ -333,6 +341,11 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
 
+    def _stalled(self, step_sizes):
+        """Whether the last ``n_iter_no_change`` steps all had step size 0."""
+        n = self.n_iter_no_change
+        return n is not None and len(step_sizes) >= n and not any(step_sizes[-n:])
+
     def _check_params(self):
         checks = [
             ("n_components", _is_int(self.n_components) and self.n_components >= 1),
@@ -344,6 +357,11 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
             ),
             ("margin", _is_real(self.margin) and self.margin >= 0.0),
             ("tol", _is_real(self.tol) and self.tol >= 0.0),
+            (
+                "n_iter_no_change",
+                self.n_iter_no_change is None
+                or (_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1),
+            ),
             ("callback", self.callback is None or callable(self.callback)),
             (
                 "callback_every",
