@@ -399,12 +399,12 @@ def brute_force_projection(U, n_keep, renormalize):
     return projected
 
 
-@pytest.mark.parametrize("entering", [1, 64])
+@pytest.mark.parametrize("entering, last_width", [(1, 0), (64, 0), (1, 6)])
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("n_keep", [3, 12])
 @pytest.mark.parametrize("small_blocks", [False, True])
 def test_projected_line_is_the_objective_at_the_projected_point(
-    renormalize, n_keep, entering, small_blocks, monkeypatch
+    renormalize, n_keep, entering, last_width, small_blocks, monkeypatch
 ):
     # The cheap form (M + a few candidates per column, X u' from Y and the moved
     # entries) against the loss recomputed from scratch at P_M(U - mu G / |G|),
@@ -412,7 +412,7 @@ def test_projected_line_is_the_objective_at_the_projected_point(
     # the search must widen them whenever a trial admits them all. With small blocks,
     # G^T is scanned 7 features at a time and the candidates' thresholds come from a
     # sample of 8 of the 40 features: too few for some columns, which are scanned
-    # again.
+    # again. A last search that ended with 6 candidates starts this one at 3.
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
@@ -429,6 +429,7 @@ def test_projected_line_is_the_objective_at_the_projected_point(
         descent = _descent.Descent(
             X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
         )
+        descent.entering_width = last_width
         U = descent.components().toarray()
         _, losses, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
         G = X.T.astype(np.float64) @ B

@@ -134,7 +134,8 @@ class ProjectedLine:
     Cheap form. Outside its support S_r, column r of U is zero, so an entry k outside
     moves to ``-mu g_k``: the only ones that can enter the support are the M of
     largest ``|g_k|`` outside S_r, found once per step; few enter at the steps tried,
-    so the candidates start at the ``_ENTERING_CANDIDATES`` largest and widen when a
+    so the candidates start at the ``_ENTERING_CANDIDATES`` largest (or half the
+    number the last search ended with, if more) and widen when a
     trial lets all of a column's in. Each trial then selects the M largest of
     M + C candidates per column (not D), and since ``X u_r`` is known (Y), the
     projected point's ``X u_r' = Y_r - mu X[:, S_r] g_r[S_r] + X c_r``, where ``c_r``
@@ -157,10 +158,13 @@ class ProjectedLine:
         kept = descent.kept
         n_outputs, n_features = descent.UT.shape
         # Entries that may enter: all M largest |g| outside the support would be
-        # exact, but few enter at the steps tried; start with fewer, and widen as
-        # soon as a trial lets every candidate of some column in.
+        # exact, but few enter at the steps tried; start with fewer (at least half as
+        # many as the last search ended with), and widen as soon as a trial lets every
+        # candidate of some column in. The kept entries are the same whatever the start.
         self.n_outside_max = min(kept.shape[1], n_features - kept.shape[1])
-        n_outside = min(_ENTERING_CANDIDATES, self.n_outside_max)
+        n_outside = min(
+            max(_ENTERING_CANDIDATES, descent.entering_width // 2), self.n_outside_max
+        )
         # G^T is scanned once for the support's entries and, outside, for those above
         # a threshold set from a strided sample to keep about 4 n_outside per column:
         # the pool from which the candidates are taken (and widened, scanning again
@@ -177,6 +181,11 @@ class ProjectedLine:
         self._set_outside(n_outside)
         # |U|_F: unit columns with renormalisation, else as they are.
         self.max_step = 0.5 * float(np.sqrt(np.sum(self.inside_values**2)))
+
+    @property
+    def n_outside(self):
+        """Entering candidates per column, after the widenings so far."""
+        return self.outside.shape[1]
 
     def _thresholds(self, n_expected, columns):
         """(R,) float32: for the ``columns`` (bool mask), the |g| above which about
