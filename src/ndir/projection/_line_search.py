@@ -255,13 +255,12 @@ class ProjectedLine:
                 chosen[:] = False
                 order = np.argpartition(-magnitude, n_keep - 1, axis=1)[:, :n_keep]
                 np.put_along_axis(chosen, order, True, axis=1)
-            n_outside = self.outside.shape[1]
             # If every candidate of a column entered, the next one might have too.
-            if n_outside == self.n_outside_max or not np.any(
+            if self.n_outside == self.n_outside_max or not np.any(
                 chosen[:, n_keep:].all(axis=1)
             ):
                 return values, chosen
-            self._set_outside(min(2 * n_outside, self.n_outside_max))
+            self._set_outside(min(2 * self.n_outside, self.n_outside_max))
 
     def projected_scores(self, mu):
         """Y' = X P_M(U - mu G) (N, R) float64, and the candidate values and mask."""
