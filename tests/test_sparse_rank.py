@@ -451,6 +451,96 @@ def test_projected_line_is_the_objective_at_the_projected_point(
         np.testing.assert_array_equal(descent.UT, descent.components().toarray().T)
 
 
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("n_keep, entering", [(3, 1), (12, 2), (60, 64)])
+def test_trials_move_the_entries_that_the_full_selection_moves(
+    renormalize, n_keep, entering, monkeypatch
+):
+    # A trial selects among the support entries near the threshold and the entering
+    # candidates only (ProjectedLine._near_threshold); it must drop and admit exactly
+    # the entries that the selection over all M + C candidates of every column does
+    # (ProjectedLine._candidates), with the same values, and the same column norms to
+    # rounding, at steps tried in any order (the near entries are cached from the
+    # largest step tried) and through widenings of the candidates.
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
+    X, groups, is_query = grouped(8, 3, 200, noise=1.0, seed=6)
+    query_rows = np.flatnonzero(is_query)
+    U0 = np.random.default_rng(7).standard_normal((200, 6)).astype(np.float32)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
+    selected = np.array([0, 3, 5, 7])
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(
+            X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
+        )
+        _, _, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
+        G = X.T.astype(np.float64) @ B
+        line = _line_search.ProjectedLine(
+            descent, problem, selected, query_rows[selected], dF, Z, np.sum(G * G)
+        )
+        steps = np.geomspace(1e-3, 30.0, 14)
+        shuffled = np.random.default_rng(8).permutation(steps)
+        n_moved = 0
+        for mu in np.concatenate([steps[::-1], steps, shuffled]):
+            moves = line._near_threshold(mu)
+            assert moves is not None
+            out_rows, out_at, out_values, in_rows, in_at, in_values, norms = moves
+            values, chosen = line._candidates(mu)
+            dropped = ~chosen[:, :n_keep]
+            entered = chosen[:, n_keep:]
+            np.testing.assert_array_equal(
+                np.sort(out_rows * n_keep + out_at), np.flatnonzero(dropped)
+            )
+            expected_in = np.flatnonzero(entered)
+            order = np.argsort(in_rows * entered.shape[1] + in_at)
+            np.testing.assert_array_equal(
+                (in_rows * entered.shape[1] + in_at)[order], expected_in
+            )
+            np.testing.assert_array_equal(out_values, -values[:, :n_keep][dropped])
+            np.testing.assert_array_equal(in_values[order], values[:, n_keep:][entered])
+            if renormalize:
+                expected = np.linalg.norm(np.where(chosen, values, 0.0), axis=1)
+                np.testing.assert_allclose(norms, expected, rtol=1e-12)
+            else:
+                assert norms is None
+            n_moved += out_rows.size
+        assert n_moved > 0
+
+
+def test_a_tie_at_the_threshold_leaves_the_trial_to_the_full_selection():
+    # Two candidates of equal magnitude at the threshold: which one enters takes the
+    # full selection's exact count, so the trial declines (returns None) and the
+    # objective still comes out right.
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, groups, is_query = grouped(6, 3, 40, noise=1.0, seed=4)
+    query_rows = np.flatnonzero(is_query)
+    U0 = np.random.default_rng(5).standard_normal((40, 5)).astype(np.float32)
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
+    selected = np.array([0, 2, 5])
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 4, True, "projected", pool, 2)
+        _, _, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
+        G = X.T.astype(np.float64) @ B
+        line = _line_search.ProjectedLine(
+            descent, problem, selected, query_rows[selected], dF, Z, np.sum(G * G)
+        )
+        # Column 0 at a step (a power of 2, for exact products) where none of its
+        # candidates enters: its largest made exactly as large as its smallest entry.
+        for mu in 0.5 ** np.arange(1, 8):
+            _, chosen = line._candidates(mu)
+            if not chosen[0, 4:].any():
+                break
+        smallest = np.min(np.abs(line.inside_values[0] - mu * line.inside_gradient[0]))
+        line.outside_gradient[0, line.outside_by_size[0, 0]] = smallest / mu
+        line.outside_slope[0, 0] = smallest / mu
+        assert line._near_threshold(mu) is None
+        Y, _, _ = line.projected_scores(mu)
+        expected = problem.losses_of_scores(Y[line.rows] @ Y.T, selected).sum()
+        assert line(mu) == expected
+
+
 def test_projected_step_learns_at_high_sparsity():
     # The regression that matters (Fig. 4 of the paper): at tau = 0.99 the learned
     # projector must rank the training set far better than its thresholded-PCA start.
