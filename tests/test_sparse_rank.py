@@ -399,6 +399,27 @@ def brute_force_projection(U, n_keep, renormalize):
     return projected
 
 
+def line_problem(n_groups, n_features, n_outputs, seed, selected):
+    """A small ranking problem (groups of 3), random float32 initial projectors U0
+    (D, R) and the selected queries: X, groups, query_rows, U0, problem, selected."""
+    X, groups, is_query = grouped(n_groups, 3, n_features, noise=1.0, seed=seed)
+    query_rows = np.flatnonzero(is_query)
+    U0 = np.random.default_rng(seed + 1).standard_normal((n_features, n_outputs))
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
+    return X, groups, query_rows, U0.astype(np.float32), problem, np.asarray(selected)
+
+
+def projected_line(descent, problem, selected):
+    """The projected line of the descent's next step on the queries ``selected``, their
+    objective at U and the step's G = X^T B (D, R) float64, not normalised."""
+    _, losses, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
+    G = descent.X.T.astype(np.float64) @ B
+    line = _line_search.ProjectedLine(
+        descent, problem, selected, problem.query_rows[selected], dF, Z, np.sum(G * G)
+    )
+    return line, losses, G
+
+
 @pytest.mark.parametrize("entering, last_width", [(1, 0), (64, 0), (1, 6)])
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("n_keep", [3, 12])
@@ -420,22 +441,14 @@ def test_projected_line_is_the_objective_at_the_projected_point(
         monkeypatch.setattr(_descent, "_FEATURE_BLOCK", 7)
         monkeypatch.setattr(_line_search, "_THRESHOLD_SAMPLE", 8)
 
-    X, groups, is_query = grouped(6, 3, 40, noise=1.0, seed=4)
-    query_rows = np.flatnonzero(is_query)
-    U0 = np.random.default_rng(5).standard_normal((40, 5)).astype(np.float32)
-    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
-    selected = np.array([0, 2, 5])
+    X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
     with ThreadPoolExecutor(2) as pool:
         descent = _descent.Descent(
             X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
         )
         descent.entering_width = last_width
         U = descent.components().toarray()
-        _, losses, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
-        G = X.T.astype(np.float64) @ B
-        line = _line_search.ProjectedLine(
-            descent, problem, selected, query_rows[selected], dF, Z, np.sum(G * G)
-        )
+        line, losses, G = projected_line(descent, problem, selected)
         G /= np.linalg.norm(G)
         np.testing.assert_allclose(line(0.0), losses.sum(), rtol=1e-5)
         for mu in [1e-3, 0.05, 0.3, 1.0, 3.0]:
@@ -465,20 +478,14 @@ def test_trials_move_the_entries_that_the_full_selection_moves(
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
-    X, groups, is_query = grouped(8, 3, 200, noise=1.0, seed=6)
-    query_rows = np.flatnonzero(is_query)
-    U0 = np.random.default_rng(7).standard_normal((200, 6)).astype(np.float32)
-    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
-    selected = np.array([0, 3, 5, 7])
+    X, groups, query_rows, U0, problem, selected = line_problem(
+        8, 200, 6, 6, [0, 3, 5, 7]
+    )
     with ThreadPoolExecutor(2) as pool:
         descent = _descent.Descent(
             X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
         )
-        _, _, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
-        G = X.T.astype(np.float64) @ B
-        line = _line_search.ProjectedLine(
-            descent, problem, selected, query_rows[selected], dF, Z, np.sum(G * G)
-        )
+        line, _, _ = projected_line(descent, problem, selected)
         steps = np.geomspace(1e-3, 30.0, 14)
         shuffled = np.random.default_rng(8).permutation(steps)
         n_moved = 0
@@ -514,18 +521,10 @@ def test_a_tie_at_the_threshold_leaves_the_trial_to_the_full_selection():
     # objective still comes out right.
     from concurrent.futures import ThreadPoolExecutor
 
-    X, groups, is_query = grouped(6, 3, 40, noise=1.0, seed=4)
-    query_rows = np.flatnonzero(is_query)
-    U0 = np.random.default_rng(5).standard_normal((40, 5)).astype(np.float32)
-    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
-    selected = np.array([0, 2, 5])
+    X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
     with ThreadPoolExecutor(2) as pool:
         descent = _descent.Descent(X, problem.gram, U0, 4, True, "projected", pool, 2)
-        _, _, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
-        G = X.T.astype(np.float64) @ B
-        line = _line_search.ProjectedLine(
-            descent, problem, selected, query_rows[selected], dF, Z, np.sum(G * G)
-        )
+        line, _, _ = projected_line(descent, problem, selected)
         # Column 0 at a step (a power of 2, for exact products) where none of its
         # candidates enters: its largest made exactly as large as its smallest entry.
         for mu in 0.5 ** np.arange(1, 8):
