@@ -532,8 +532,8 @@ def test_a_tie_at_the_threshold_leaves_the_trial_to_the_full_selection():
             if not chosen[0, 4:].any():
                 break
         smallest = np.min(np.abs(line.inside_values[0] - mu * line.inside_gradient[0]))
-        line.outside_gradient[0, line.outside_by_size[0, 0]] = smallest / mu
-        line.outside_slope[0, 0] = smallest / mu
+        line.outside_gradient[0, np.argmax(line.outside_slope[0])] = smallest / mu
+        line._index_outside()
         assert line._near_threshold(mu) is None
         Y, _, _ = line.projected_scores(mu)
         expected = problem.losses_of_scores(Y[line.rows] @ Y.T, selected).sum()

@@ -92,6 +92,7 @@ class Descent:
         # may scan G^T again (on real signatures at tau = 0.9 a search widened from the
         # first width about three times).
         self.entering_width = 0
+        self._support_blocks = None
         with self.blas.limit(limits=1, user_api="blas"):
             if self.sparse:
                 # The sparse X U reads X^T one row per stored entry of U, in blocks of
@@ -232,12 +233,7 @@ class Descent:
         """
         n_outputs, n_features = self.UT.shape
         n_keep = self.kept.shape[1]
-        # The entries of the supports, grouped by feature block (radix sort of int16).
-        block_of = (self.kept // _FEATURE_BLOCK).astype(np.int16).ravel()
-        by_block = np.argsort(block_of, kind="stable")
-        block_bounds = np.searchsorted(
-            block_of[by_block], np.arange(-(-n_features // _FEATURE_BLOCK) + 1)
-        )
+        by_block, block_bounds = self._support_by_block()
         inside = np.empty(n_outputs * n_keep, dtype=np.float32)
         column_thresholds = thresholds[:, None]
 
@@ -267,6 +263,20 @@ class Descent:
             outside_columns,
             outside_values,
         )
+
+    def _support_by_block(self):
+        """The supports' entries (flat indices into ``kept``) grouped by feature block
+        (a radix sort of int16), and each block's bounds in that order; computed once
+        per support, for the scans of a step."""
+        if self._support_blocks is None or self._support_blocks[0] is not self.kept:
+            n_features = self.UT.shape[1]
+            block_of = (self.kept // _FEATURE_BLOCK).astype(np.int16).ravel()
+            by_block = np.argsort(block_of, kind="stable")
+            block_bounds = np.searchsorted(
+                block_of[by_block], np.arange(-(-n_features // _FEATURE_BLOCK) + 1)
+            )
+            self._support_blocks = self.kept, by_block, block_bounds
+        return self._support_blocks[1:]
 
     def gradient_sample(self, left, right, stride):
         """|G^T| (R, ceil(D / stride)) float32 at every ``stride``-th feature, -1 on

@@ -175,6 +175,7 @@ class ProjectedLine:
         self.stride = max(1, n_features // _THRESHOLD_SAMPLE)
         self.sample = descent.gradient_sample(*self.factors, self.stride)
         every_column = np.ones(n_outputs, dtype=bool)
+        self._pool_by_column = None
         inside, *self.pool = descent.gradient_entries(
             *self.factors, self._thresholds(4 * n_outside, every_column)
         )
@@ -243,26 +244,46 @@ class ProjectedLine:
             self.pool = [
                 np.concatenate([old[others], new]) for old, new in zip(self.pool, rescanned)
             ]
-        pool_rows, pool_columns, pool_values = self.pool
-        # The pool by column of U (a stable radix sort), padded to a (R, most) array of
-        # |g| (-1 past a column's entries), then the n_outside largest of each row.
-        by_row = np.argsort(pool_rows.astype(np.int16), kind="stable")
-        first = np.cumsum(counts) - counts
-        at_in_row = np.arange(by_row.size) - first[pool_rows[by_row]]
-        padded = np.full((n_outputs, counts.max()), -1.0, dtype=np.float32)
-        padded[pool_rows[by_row], at_in_row] = np.abs(pool_values[by_row])
-        top = np.argpartition(-padded, n_outside - 1, axis=1)[:, :n_outside]
+            self._pool_by_column = None
+        if self._pool_by_column is None:
+            # The pool by column of U (a stable radix sort), padded to a (R, most) array
+            # of -|g| (1 past a column's entries); kept for the widenings that the same
+            # pool serves.
+            pool_rows, _, pool_values = self.pool
+            by_row = np.argsort(pool_rows.astype(np.int16), kind="stable")
+            first = np.cumsum(counts) - counts
+            at_in_row = np.arange(by_row.size) - first[pool_rows[by_row]]
+            padded = np.full((n_outputs, counts.max()), 1.0, dtype=np.float32)
+            padded[pool_rows[by_row], at_in_row] = -np.abs(pool_values[by_row])
+            self._pool_by_column = by_row, first, padded
+        by_row, first, padded = self._pool_by_column
+        # The n_outside largest |g| of each row.
+        top = np.argpartition(padded, n_outside - 1, axis=1)[:, :n_outside]
         at = by_row[first[:, None] + top]
+        _, pool_columns, pool_values = self.pool
         self.outside = pool_columns[at].astype(np.int32)
         self.outside_gradient = (pool_values[at] / self.gradient_norm).astype(np.float64)
-        # The trials take the candidates in decreasing |g| (entering ones come first);
-        # U's update keeps the order above, which sets its summation order.
-        self.outside_by_size = np.argsort(
-            -np.abs(self.outside_gradient), axis=1, kind="stable"
-        )
-        self.outside_slope = np.take_along_axis(
-            np.abs(self.outside_gradient), self.outside_by_size, axis=1
-        )
+        self._index_outside()
+
+    def _index_outside(self):
+        """|g| of the candidates, each column's largest, and no order yet: the trials
+        read the candidates in decreasing |g| (:meth:`_largest_outside`), while U's
+        update keeps them in the order above, which sets the summation order of its
+        column norms."""
+        self.outside_slope = np.abs(self.outside_gradient)
+        self.outside_max = self.outside_slope.max(axis=1)
+        self._by_size = np.empty((self.outside.shape[0], 0), dtype=np.intp)
+
+    def _largest_outside(self, n):
+        """Each column's n largest candidates by decreasing |g|: their positions in
+        ``outside`` and their |g|, (R, n) each; sorted once for the most yet asked."""
+        if n > self._by_size.shape[1]:
+            slope = self.outside_slope
+            top = np.argpartition(-slope, n - 1, axis=1)[:, :n]
+            order = np.argsort(-np.take_along_axis(slope, top, axis=1), axis=1)
+            self._by_size = np.take_along_axis(top, order, axis=1)
+            self._sorted_slope = np.take_along_axis(slope, self._by_size, axis=1)
+        return self._by_size[:, :n], self._sorted_slope[:, :n]
 
     def _candidates(self, mu):
         """Candidate values (R, M + n_outside) at mu and the mask of the M kept."""
@@ -323,7 +344,7 @@ class ProjectedLine:
             n_outside = self.n_outside
             smallest_magnitude, smallest_slope = self.smallest_bounds
             bound = np.maximum(
-                mu * self.outside_slope[:, 0], smallest_magnitude + mu * smallest_slope
+                mu * self.outside_max, smallest_magnitude + mu * smallest_slope
             )
             # A relative margin far above the rounding of |u - mu g|.
             bound *= 1.0 + 1e-9
@@ -356,7 +377,8 @@ class ProjectedLine:
             n_compared = min(n_outside, width + 1)
             near_sorted = np.take_along_axis(padded, by_size, axis=1)
             candidates = np.full((n_outputs, n_compared + 1), -np.inf)
-            candidates[:, :n_compared] = mu * self.outside_slope[:, :n_compared]
+            by_decreasing_slope, slope = self._largest_outside(n_compared)
+            candidates[:, :n_compared] = mu * slope
             entering = candidates[:, :n_compared] > near_sorted[:, :n_compared]
             n_entered = np.count_nonzero(entering, axis=1)
             # The left out strictly below the kept; equal (a tie): exact count needed.
@@ -377,7 +399,7 @@ class ProjectedLine:
             self._set_outside(min(2 * n_outside, self.n_outside_max))
         dropped = np.sort((first[:, None] + by_size[:, :n_compared])[entering])
         in_rows, in_rank = np.nonzero(entering)
-        in_at = self.outside_by_size[in_rows, in_rank]
+        in_at = by_decreasing_slope[in_rows, in_rank]
         out_values = -near_values[dropped]
         in_values = -mu * self.outside_gradient[in_rows, in_at]
         norms = None
