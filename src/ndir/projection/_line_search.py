@@ -203,6 +203,9 @@ class ProjectedLine:
                 (self.inside_gradient, self.inside_gradient),
             ]
         ]
+        # The near entries at the largest step tried: (step, width C, flat indices into
+        # the (R, M) support). The pass over the support writes into a buffer: a fresh
+        # (256, 8192) float64 temporary costs page faults here (14 ms against 6 ms).
         self._near = None
         self._lower = np.empty_like(self.inside_magnitude)
 
