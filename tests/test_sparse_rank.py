@@ -424,8 +424,15 @@ def projected_line(descent, problem, selected):
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("n_keep", [3, 12])
 @pytest.mark.parametrize("small_blocks", [False, True])
+@pytest.mark.parametrize("near_selection_min", [0, 10**9])
 def test_projected_line_is_the_objective_at_the_projected_point(
-    renormalize, n_keep, entering, last_width, small_blocks, monkeypatch
+    renormalize,
+    n_keep,
+    entering,
+    last_width,
+    small_blocks,
+    near_selection_min,
+    monkeypatch,
 ):
     # The cheap form (M + a few candidates per column, X u' from Y and the moved
     # entries) against the loss recomputed from scratch at P_M(U - mu G / |G|),
@@ -433,10 +440,12 @@ def test_projected_line_is_the_objective_at_the_projected_point(
     # the search must widen them whenever a trial admits them all. With small blocks,
     # G^T is scanned 7 features at a time and the candidates' thresholds come from a
     # sample of 8 of the 40 features: too few for some columns, which are scanned
-    # again. A last search that ended with 6 candidates starts this one at 3.
+    # again. A last search that ended with 6 candidates starts this one at 3. The
+    # trials select near the threshold, or among all candidates.
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
+    monkeypatch.setattr(_line_search, "_NEAR_SELECTION_MIN", near_selection_min)
     if small_blocks:
         monkeypatch.setattr(_descent, "_FEATURE_BLOCK", 7)
         monkeypatch.setattr(_line_search, "_THRESHOLD_SAMPLE", 8)
@@ -478,6 +487,7 @@ def test_trials_move_the_entries_that_the_full_selection_moves(
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
+    monkeypatch.setattr(_line_search, "_NEAR_SELECTION_MIN", 0)
     X, groups, query_rows, U0, problem, selected = line_problem(
         8, 200, 6, 6, [0, 3, 5, 7]
     )
@@ -515,12 +525,13 @@ def test_trials_move_the_entries_that_the_full_selection_moves(
         assert n_moved > 0
 
 
-def test_a_tie_at_the_threshold_leaves_the_trial_to_the_full_selection():
+def test_a_tie_at_the_threshold_leaves_the_trial_to_the_full_selection(monkeypatch):
     # Two candidates of equal magnitude at the threshold: which one enters takes the
     # full selection's exact count, so the trial declines (returns None) and the
     # objective still comes out right.
     from concurrent.futures import ThreadPoolExecutor
 
+    monkeypatch.setattr(_line_search, "_NEAR_SELECTION_MIN", 0)
     X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
     with ThreadPoolExecutor(2) as pool:
         descent = _descent.Descent(X, problem.gram, U0, 4, True, "projected", pool, 2)
