@@ -4,7 +4,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 from sklearn.base import clone
 
-from ndir.soml import SOMLDualAveraging, SOMLTruncatedGradient, dual_averaging_weights, truncate
+from ndir.soml import SOMLDualAveraging, SOMLTruncatedGradient, _RowReader, dual_averaging_weights, truncate
 from ndir.triplets import sample_triplets
 
 
@@ -83,6 +83,19 @@ def _tiny_sparse(seed=0, n=30, m=50):
     rng = np.random.default_rng(seed)
     X = sp.random(n, m, density=0.3, random_state=seed, format="csr") * 3
     return X, np.repeat(np.arange(n // 3), 3), rng
+
+
+def test_sparse_rows_read_as_the_dense_rows():
+    X, _, _ = _tiny_sparse(seed=4)
+    X = X.tolil()
+    X[5, :] = 0.0  # an image without words
+    X = X.tocsr()
+    dense = X.toarray()
+    reader = _RowReader(X)
+    for i, j, l in [(0, 1, 2), (5, 0, 1), (0, 5, 5), (3, 5, 4), (7, 7, 8)]:
+        where, g = reader.difference_product(i, j, l)
+        np.testing.assert_array_equal(where, np.flatnonzero(dense[i]))
+        np.testing.assert_array_equal(g, (dense[i] * (dense[j] - dense[l]))[where])
 
 
 @pytest.mark.parametrize(
