@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from ndir.projection import SparseRankProjector, product
-from ndir.projection.product import BLOCK_ROWS, DIRECT_ROWS_MAX, STRIP_ROWS, sparse_batch_product
+from ndir.projection.product import BLOCK_ROWS, DIRECT_ROWS_MAX, STRIP_ROWS, TransposedBlocks, sparse_batch_product
 
 ROW_COUNTS = [1, DIRECT_ROWS_MAX, DIRECT_ROWS_MAX + 1, BLOCK_ROWS, 2 * BLOCK_ROWS + STRIP_ROWS + 3]
 
@@ -46,6 +46,31 @@ def test_paper_size_product_equals_dense(n_rows):
     np.testing.assert_allclose(Y, reference, rtol=0, atol=1e-5 * np.abs(reference).max())
 
 
+@pytest.mark.parametrize("n_rows", ROW_COUNTS)
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_transposed_blocks_give_the_array_product_to_the_last_bit(n_rows, n_jobs, monkeypatch):
+    """Signatures laid out once (tiles of features, the last narrower; blocks of rows,
+    the last shorter) give exactly the bits of the plain array's product, for every
+    U they are multiplied by, and are made only when the sparse tiles need them."""
+    monkeypatch.setattr(product, "TILE_FEATURES", 128)
+    rng = np.random.default_rng(n_rows)
+    X = rng.standard_normal((n_rows, 300)).astype(np.float32)
+    blocked = TransposedBlocks(X)
+    for seed in range(3):
+        U = sp.random(300, 7, density=0.05, random_state=seed, format="csc", dtype=np.float32)
+        assert np.array_equal(sparse_batch_product(U, blocked, n_jobs), sparse_batch_product(U, X, n_jobs))
+    assert (blocked._blocks is None) == (n_rows <= DIRECT_ROWS_MAX)
+    if blocked._blocks is not None:
+        assert np.array_equal(np.hstack(blocked.blocks()), X.T)
+
+
+def test_transposed_blocks_reject_non_finite_signatures():
+    X = np.ones((3, 4), dtype=np.float32)
+    X[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        TransposedBlocks(X)
+
+
 def test_transform_takes_either_path_with_the_same_result():
     """At tau = 0.99 every batch goes through the sparse U, at tau = 0.5 a large
     batch through dense BLAS: both give X U."""
@@ -58,3 +83,6 @@ def test_transform_takes_either_path_with_the_same_result():
         model.fit(X, groups)
         for rows in (X[:1], X):
             np.testing.assert_allclose(model.transform(rows), rows @ model.components_.toarray(), rtol=1e-5, atol=1e-6)
+            assert np.array_equal(model.transform(TransposedBlocks(rows)), model.transform(rows))
+    with pytest.raises(ValueError, match="400 features"):
+        model.transform(TransposedBlocks(X[:, :300]))

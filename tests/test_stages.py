@@ -229,6 +229,10 @@ def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
     }
     aps = reduced_aps(projector, X, groups, is_query)
     assert set(aps) == set(expected)
+    from ndir.projection.product import TransposedBlocks
+
+    for scoring, ap in reduced_aps(projector, TransposedBlocks(X), groups, is_query).items():
+        assert np.array_equal(ap, aps[scoring])
     for scoring, reduced in expected.items():
         _, ap = holidays_map(reduced, groups, is_query, return_per_query=True)
         np.testing.assert_allclose(aps[scoring], ap, atol=1e-12)

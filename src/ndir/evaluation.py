@@ -62,6 +62,11 @@ def _trapezoid_heights(ranks, n_before):
     return (precision_0 + precision_1) / 2.0
 
 
+#: Scores compared at once by :func:`map_from_scores` (32 MB of float64): positives
+#: are taken in chunks of this many scores over their query's list.
+_COMPARED_SCORES_MAX = 2**22
+
+
 def map_from_scores(scores, query_rows, groups, return_per_query=False):
     """Mean average precision from a query-by-image similarity matrix.
 
@@ -104,7 +109,9 @@ def map_from_scores(scores, query_rows, groups, return_per_query=False):
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores contain NaN or infinite values")
     query_groups = groups[query_rows]
-    n_positives = np.sum(groups[None, :] == query_groups[:, None], axis=1) - 1
+    positive = groups[None, :] == query_groups[:, None]
+    positive[np.arange(n_queries), query_rows] = False
+    n_positives = np.count_nonzero(positive, axis=1)
     if np.any(n_positives < 1):
         lonely = np.unique(query_groups[n_positives < 1]).tolist()
         raise ValueError(
@@ -112,20 +119,37 @@ def map_from_scores(scores, query_rows, groups, return_per_query=False):
             "needs at least one positive"
         )
 
-    # -inf sends the query's own column strictly last (other scores are finite),
-    # so dropping the last column of the ranking removes it.
-    masked = np.array(scores, dtype=np.float64)
-    masked[np.arange(n_queries), query_rows] = -np.inf
-    positive_columns = groups[None, :] == query_groups[:, None]
-    # Sorted by decreasing score, then negatives (False) before positives (True).
-    order = np.lexsort((positive_columns, -masked), axis=1)[:, :-1]
-    is_positive = np.take_along_axis(positive_columns, order, axis=1)
-
-    ranks = np.broadcast_to(np.arange(n_images - 1, dtype=np.float64), order.shape)
-    # At a positive, the running count minus itself is the positives ranked before.
-    n_before = np.cumsum(is_positive, axis=1, dtype=np.float64) - 1.0
-    heights = _trapezoid_heights(ranks, n_before)
-    ap = np.where(is_positive, heights, 0.0).sum(axis=1) / n_positives
+    # Only the positives' ranks matter: a positive's 0-based rank in the query's list
+    # is the number of positives before it (higher score, or equal score and lower
+    # column: lexicographic order is stable) plus the negatives scoring at least as
+    # high (ties: negatives first). Counting these reads n_positives x n_images
+    # values where sorting every list (np.lexsort) cost 5-7x more at Holidays size.
+    query_of, column = np.nonzero(positive)  # by query, then increasing column
+    positive_scores = np.asarray(scores[query_of, column], dtype=np.float64)
+    slot = np.arange(query_of.size) - (np.cumsum(n_positives) - n_positives)[query_of]
+    same_query = np.full((n_queries, int(n_positives.max())), -np.inf)
+    same_query[query_of, slot] = positive_scores
+    rivals = same_query[query_of]
+    earlier = np.arange(rivals.shape[1])[None, :] < slot[:, None]
+    n_before = np.count_nonzero(
+        (rivals > positive_scores[:, None]) | ((rivals == positive_scores[:, None]) & earlier), axis=1
+    )
+    ranks = n_before.copy()
+    chunk = max(1, _COMPARED_SCORES_MAX // n_images)
+    for start in range(0, query_of.size, chunk):
+        stop = min(start + chunk, query_of.size)
+        queries = query_of[start:stop]
+        negative = ~positive[queries]
+        negative[np.arange(stop - start), query_rows[queries]] = False
+        higher = np.asarray(scores[queries], dtype=np.float64) >= positive_scores[start:stop, None]
+        ranks[start:stop] += np.count_nonzero(higher & negative, axis=1)
+    heights = _trapezoid_heights(ranks.astype(np.float64), n_before.astype(np.float64))
+    # Summed along each query's whole list (zeros at its negatives), in the order and
+    # with numpy's pairwise summation of a full ranking, so the APs do not depend on
+    # this shortcut down to the last bit.
+    list_heights = np.zeros((n_queries, n_images - 1))
+    list_heights[query_of, ranks] = heights
+    ap = list_heights.sum(axis=1) / n_positives
 
     mean_ap = float(ap.mean())
     if return_per_query:

@@ -53,6 +53,52 @@ STRIP_ROWS = 8
 DIRECT_ROWS_MAX = 16
 
 
+class TransposedBlocks:
+    """Signatures laid out once for many products through sparse projectors.
+
+    Each block of :data:`BLOCK_ROWS` signatures is stored transposed, (D, rows)
+    C-contiguous, so :func:`sparse_batch_product` reads its tiles in place instead of
+    transposing them again: a training's history projects the same train and test
+    signatures through a new U every few steps. The products are bit-identical to
+    those of the plain array (same tiles, same kernel, same order of the sums).
+
+    Parameters
+    ----------
+    X : (n, D) float32 array, one signature per row, finite; kept (as ``X``) for the
+        paths that multiply the array itself. The blocks, made on the first sparse
+        product, hold one more copy of it (245 MB at n = 745, D = 81,920; 0.5 s).
+    """
+
+    def __init__(self, X):
+        self.X = np.asarray(X, dtype=np.float32)
+        if self.X.ndim != 2:
+            raise ValueError(f"X must be (n, D), got shape {self.X.shape}")
+        if not np.all(np.isfinite(self.X)):
+            raise ValueError("X contains NaN or infinite values")
+        self.shape = self.X.shape
+        self._blocks = None
+
+    def blocks(self):
+        """The transposed blocks, (D, rows) float32 each, in order of rows."""
+        if self._blocks is None:
+            n_rows, n_features = self.shape
+            self._blocks = []
+            for first in range(0, n_rows, BLOCK_ROWS):
+                block = self.X[first : first + BLOCK_ROWS]
+                block_t = np.empty((n_features, block.shape[0]), dtype=np.float32)
+                # Tile by tile, as sparse_batch_product does: a tile stays in cache.
+                for start in range(0, n_features, TILE_FEATURES):
+                    _transpose_strips(block[:, start : start + TILE_FEATURES], block_t[start : start + TILE_FEATURES])
+                self._blocks.append(block_t)
+        return self._blocks
+
+
+def _transpose_strips(X, out):
+    """``out[:] = X.T`` :data:`STRIP_ROWS` rows of X at a time (numpy's fastest way here)."""
+    for strip in range(0, X.shape[0], STRIP_ROWS):
+        out[:, strip : strip + STRIP_ROWS] = X[strip : strip + STRIP_ROWS].T
+
+
 def sparse_batch_product(components, X, n_jobs=1):
     """``X U`` (n, R) float32 through the sparse ``components`` U, in tiles of X.
 
@@ -60,7 +106,8 @@ def sparse_batch_product(components, X, n_jobs=1):
     ----------
     components : (D, R) scipy sparse matrix, U (any format; converted to CSR float32
         for more than :data:`DIRECT_ROWS_MAX` signatures).
-    X : (n, D) float32 array, one signature per row.
+    X : (n, D) float32 array, one signature per row, or :class:`TransposedBlocks`
+        of one (whose tiles need no transposition).
     n_jobs : int >= 1, threads; each takes a contiguous share of the blocks.
 
     Returns
@@ -68,10 +115,12 @@ def sparse_batch_product(components, X, n_jobs=1):
     (n, R) float32 array, equal to the dense ``X @ U`` up to float32 rounding (the sums
     run in another order).
     """
-    X = np.asarray(X, dtype=np.float32)
+    blocked = X if isinstance(X, TransposedBlocks) else None
+    X = blocked.X if blocked else np.asarray(X, dtype=np.float32)
     n_rows, n_features = X.shape
     if n_rows <= DIRECT_ROWS_MAX:
         return np.asarray((components.T @ X.T).T, dtype=np.float32, order="C")
+    blocks_t = blocked.blocks() if blocked else None
     U = sp.csr_array(components, dtype=np.float32)
     n_components = U.shape[1]
     tile_starts = range(0, n_features, TILE_FEATURES)
@@ -79,18 +128,24 @@ def sparse_batch_product(components, X, n_jobs=1):
     tiles_t = [U[start : start + TILE_FEATURES].T for start in tile_starts]
     Y = np.empty((n_rows, n_components), dtype=np.float32)
 
+    def transposed_tiles(first, last):
+        """X[first:last, tile]^T (features, rows) contiguous, tile after tile."""
+        if blocks_t:
+            block_t = blocks_t[first // BLOCK_ROWS]
+            yield from (block_t[start : start + TILE_FEATURES] for start in tile_starts)
+            return
+        tile_buffer = np.empty((min(TILE_FEATURES, n_features), last - first), dtype=np.float32)
+        for tile_start in tile_starts:
+            X_tile = X[first:last, tile_start : tile_start + TILE_FEATURES]
+            X_tile_t = tile_buffer[: X_tile.shape[1]]
+            _transpose_strips(X_tile, X_tile_t)
+            yield X_tile_t
+
     def project(start, stop):
         for first in range(start, stop, BLOCK_ROWS):
             last = min(first + BLOCK_ROWS, stop)
-            # Holds X[first:last, tile]^T, contiguous as scipy's kernel needs it.
-            tile_buffer = np.empty((min(TILE_FEATURES, n_features), last - first), dtype=np.float32)
             Y_block_t = np.zeros((n_components, last - first), dtype=np.float32)
-            for tile_start, tile_t in zip(tile_starts, tiles_t):
-                tile_stop = tile_start + tile_t.shape[1]
-                X_tile_t = tile_buffer[: tile_t.shape[1]]
-                for strip in range(first, last, STRIP_ROWS):
-                    strip_stop = min(strip + STRIP_ROWS, last)
-                    X_tile_t[:, strip - first : strip_stop - first] = X[strip:strip_stop, tile_start:tile_stop].T
+            for tile_t, X_tile_t in zip(tiles_t, transposed_tiles(first, last)):
                 Y_block_t += tile_t @ X_tile_t
             Y[first:last] = Y_block_t.T
 

@@ -73,7 +73,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._descent import SPARSE_DENSITY_MAX, Descent
 from ._ranking import RankingProblem, check_queries, select_queries
 from .pca import PCAProjection
-from .product import sparse_batch_product
+from .product import TransposedBlocks, sparse_batch_product
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +311,9 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : (n, D) float32 array
+        X : (n, D) float32 array, or :class:`ndir.projection.product.TransposedBlocks`
+            of one (for signatures projected again and again, as by a training's
+            history: the sparse product then reads them without transposing them).
 
         Returns
         -------
@@ -320,12 +322,20 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
             zero).
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float32, reset=False)
+        if isinstance(X, TransposedBlocks):
+            signatures = X.X
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {X.shape[1]} features, but SparseRankProjector is expecting "
+                    f"{self.n_features_in_} features as input"
+                )
+        else:
+            X = signatures = validate_data(self, X, dtype=np.float32, reset=False)
         density = self.n_nonzero_ / X.shape[1]
         if density <= _BATCH_DENSITY_MAX or (X.shape[0] <= _SPARSE_ROWS_MAX and density <= SPARSE_DENSITY_MAX):
             Y = sparse_batch_product(self.components_, X, self._n_threads())
         else:
-            Y = X @ self.components_.toarray()
+            Y = signatures @ self.components_.toarray()
         if self.normalize:
             norms = np.linalg.norm(Y, axis=1, keepdims=True)
             Y = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
