@@ -263,6 +263,26 @@ def test_fit_is_reproducible_and_sparse():
     )
 
 
+def test_every_product_of_a_step_runs_on_one_blas_thread(monkeypatch):
+    """The objective over all queries that each step of fit() computes is a small
+    product, like the step's own: on one BLAS thread (beside another training, BLAS
+    threads only wait for each other there), so that its bits do not depend on the
+    machine's core count either."""
+    from threadpoolctl import threadpool_info
+
+    X, groups, _ = grouped(10, 3, 120, noise=1.0, seed=2)
+    blas_threads = []
+    losses = _ranking.RankingProblem.losses
+
+    def recording(problem, Y):
+        blas_threads.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+        return losses(problem, Y)
+
+    monkeypatch.setattr(_ranking.RankingProblem, "losses", recording)
+    SparseRankProjector(n_components=4, sparsity=0.9, max_iter=5, n_queries_per_step=4, random_state=0).fit(X, groups)
+    assert blas_threads and set(blas_threads) == {1}
+
+
 def test_without_renormalization_the_l0_projection_shrinks_columns():
     X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
     projector = SparseRankProjector(

@@ -275,7 +275,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
                 n_jobs,
             )
             for step in range(self.max_iter + 1):
-                losses = problem.losses(descent.Y)
+                losses = descent.losses(problem)
                 objective.append(float(losses.sum()))
                 # A zero objective has a zero gradient: nothing more would change.
                 done = objective[-1] < self.tol or objective[-1] == 0.0
