@@ -123,7 +123,8 @@ class Descent:
     def losses(self, problem):
         """f_q of every query at the current U (Eq. 7), (Q,) float64: a small product,
         run single-threaded like the step's (BLAS threads only wait for each other on
-        it, 7 against 3 ms for 250 queries at R = 32 beside another training)."""
+        it, 7 against 3 ms for 250 queries at R = 32 beside another busy process), so
+        that its bits do not depend on the number of cores either."""
         with self.blas.limit(limits=1, user_api="blas"):
             return problem.losses(self.Y)
 
