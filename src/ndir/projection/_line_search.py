@@ -465,15 +465,18 @@ class ProjectedLine:
         """X u_r' = (Y_r - mu X[:, S_r] g_r[S_r] + X c_r) / norms[r], (N, R) float64:
         c_r holds the dropped entries (minus their values at mu) and the entered ones."""
         descent = self.descent
-        rows = np.concatenate([out_rows, in_rows])
-        features = np.concatenate([descent.kept[out_rows, out_at], self.outside[in_rows, in_at]])
-        # C^T in CSR's canonical order (by column of U, then feature), built directly:
-        # 3x faster than from coordinates, and the same arrays, so the same sums.
-        order = np.lexsort((features, rows))
-        row_pointers = np.zeros(descent.UT.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=descent.UT.shape[0]), out=row_pointers[1:])
-        values = np.concatenate([out_values, in_values]).astype(np.float32)
-        CT = sp.csr_array((values[order], features[order], row_pointers), shape=descent.UT.shape)
+        CT = sp.csr_array(
+            (
+                np.concatenate([out_values, in_values]).astype(np.float32),
+                (
+                    np.concatenate([out_rows, in_rows]),
+                    np.concatenate(
+                        [descent.kept[out_rows, out_at], self.outside[in_rows, in_at]]
+                    ),
+                ),
+            ),
+            shape=descent.UT.shape,
+        )
         Y = descent.Y - mu * self.support_gradient
         if CT.nnz:
             Y += descent.sparse_rows_product(CT)
