@@ -33,10 +33,10 @@ SCORINGS = ("dot", "l2")
 def reduced_aps(projector, X, groups, is_query):
     """Per-query AP (n_queries,) of ``X U`` under each scoring of :data:`SCORINGS`, as a dict.
 
-    ``X`` is (n, D) (an array or its ``TransposedBlocks``), ``projector`` a
-    ``SparseRankProjector`` without ``normalize``, whose
-    ``transform`` gives ``X U`` through the sparse U where that is faster (4x dense BLAS
-    at tau = 0.99, D = 81,920: this runs every ``eval_every`` steps of a training).
+    ``X`` is (n, D), an array or its ``TransposedBlocks``; ``projector`` a
+    ``SparseRankProjector`` without ``normalize``, whose ``transform`` gives ``X U``
+    through the sparse U where that is faster (4x dense BLAS at tau = 0.99,
+    D = 81,920: this runs every ``eval_every`` steps of a training).
     """
     Y = projector.transform(X)
     norms = np.linalg.norm(Y, axis=1, keepdims=True)
