@@ -159,6 +159,21 @@ def test_line_search_finds_minimum_and_refuses_ascent():
     assert _line_search.golden_section_search(lambda m: 1.0 + m, 1.0, 0.5) == 0.0
 
 
+@pytest.mark.parametrize("first_step", [0.01, 500.0])
+def test_line_search_evaluates_each_step_once(first_step):
+    # A projected trial costs a product with the moved entries: the bracket's middle,
+    # which the golden section's first points meet again, is not evaluated twice.
+    tried = []
+
+    def objective(mu):
+        tried.append(mu)
+        return (mu - 3.0) ** 2 + 1.0
+
+    mu = _line_search.golden_section_search(objective, 10.0, first_step, 10.0, 3e-2)
+    assert len(tried) == len(set(tried))
+    assert abs(mu - 3.0) < 3.0 * 3e-2
+
+
 def test_l0_projection_keeps_the_largest_entries_of_each_column():
     rng = np.random.default_rng(0)
     UT = rng.standard_normal((5, 40)).astype(np.float32)

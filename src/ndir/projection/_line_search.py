@@ -60,12 +60,16 @@ def golden_section_search(
     evaluated is returned; 0 if none beats ``value_at_zero``.
     """
     best = [0.0, value_at_zero]
+    # The bracket's middle is usually one of the first section's two points (exactly
+    # so when the bracket has the golden proportions): evaluated once.
+    values = {}
 
     def evaluate(mu):
-        value = objective(mu)
-        if value < best[1]:
-            best[:] = [mu, value]
-        return value
+        if mu not in values:
+            values[mu] = objective(mu)
+            if values[mu] < best[1]:
+                best[:] = [mu, values[mu]]
+        return values[mu]
 
     middle = min(first_step, max_step / GOLDEN)
     f_middle = evaluate(middle)
