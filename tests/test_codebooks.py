@@ -18,6 +18,7 @@ from ndir.codebooks import (  # noqa: E402
     DescriptorPCA,
     FisherCodebook,
     VladCodebook,
+    encode_image,
     fit_cluster_pca,
     fit_descriptor_pca,
     fit_fisher_codebook,
@@ -282,6 +283,35 @@ def test_loading_a_file_of_another_kind_names_the_file(fitted, tmp_path):
     for cls, path in cases:
         with pytest.raises(NdirInputError, match=str(path.name)):
             cls.load(path)
+
+
+def test_encode_image_equals_each_encode_and_reduces_once_per_pca(fitted, monkeypatch):
+    X, pca, vlad, fisher, folder = fitted
+    other_pca = fit_descriptor_pca(X[::2], n_components=6)
+    codebooks = {
+        "fv-5": fisher,
+        "vlad-5": vlad,
+        # the same PCA loaded again (equal arrays, another object), as in a workflow
+        "fv-5-loaded": FisherCodebook.load(folder / "fv-5.npz"),
+        "fv-5-other-pca": fit_fisher_codebook(X, 5, other_pca, seed=1, n_iter=2),
+    }
+    expected = {name: codebook.encode(X[:300]) for name, codebook in codebooks.items()}
+    transforms = []
+    original = DescriptorPCA.transform
+    monkeypatch.setattr(
+        DescriptorPCA,
+        "transform",
+        lambda self, descriptors: transforms.append(self) or original(self, descriptors),
+    )
+    signatures = encode_image(X[:300], codebooks)
+    assert list(signatures) == list(codebooks)
+    for name in codebooks:
+        np.testing.assert_array_equal(signatures[name], expected[name])
+    assert transforms == [fisher.pca_, other_pca]
+    empty = encode_image(np.zeros((0, 16), np.float32), codebooks)
+    assert all(v.shape == (codebooks[k].dim,) and not v.any() for k, v in empty.items())
+    with pytest.raises(ValueError, match="16"):
+        encode_image(np.zeros((4, 8), np.float32), codebooks)
 
 
 def test_encode_empty_and_malformed_descriptor_sets(fitted):

@@ -12,7 +12,7 @@ trained on the training set only.
   EM on the PCA-reduced descriptors, initialised by k-means.
 
 The codebooks' ``encode`` returns the raw signature of one image (formulas in
-:mod:`ndir.encoding`); each model saves to and loads from an ``.npz`` file holding
+:mod:`ndir.encoding`), :func:`encode_image` its signatures under several codebooks; each model saves to and loads from an ``.npz`` file holding
 a ``kind`` field, so a file of the wrong kind is refused with a clear message.
 """
 
@@ -456,12 +456,13 @@ class FisherCodebook:
         ``[G_mu, G_sigma]``. No descriptors give the zero vector.
         """
         descriptors = _image_descriptors(descriptors, self.pca_.mean_.shape[0])
-        return fisher_vector(
-            self.pca_.transform(descriptors),
-            self.weights_,
-            self.means_,
-            self.variances_,
-        )
+        return self.encode_reduced(self.pca_.transform(descriptors))
+
+    def encode_reduced(self, reduced):
+        """Raw Fisher Vector (2 K d',) float32 of descriptors already through ``pca_``
+        (``reduced = pca_.transform(descriptors)``, (n, d')): what :meth:`encode`
+        computes after its PCA, for codebooks sharing one PCA (:func:`encode_image`)."""
+        return fisher_vector(reduced, self.weights_, self.means_, self.variances_)
 
     def save(self, path):
         """Write the codebook and its PCA to the ``.npz`` file ``path`` (kind ``"fv"``)."""
@@ -640,4 +641,44 @@ def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=
         variances.astype(np.float32),
         seed,
         n_iter,
+    )
+
+
+def encode_image(descriptors, codebooks):
+    """Raw signatures of one image's descriptors under several codebooks.
+
+    Each signature equals its codebook's ``encode(descriptors)`` to the bit; the
+    Fisher codebooks whose descriptor PCA has equal arrays (a workflow fits one,
+    ``pca.npz``, for all of them) reduce the descriptors once instead of once each
+    (50-110 ms per 512-px image of 77k descriptors and per codebook saved).
+
+    Parameters
+    ----------
+    descriptors : (n, D) float32, one image's local descriptors.
+    codebooks : dict {name: VladCodebook or FisherCodebook}
+
+    Returns
+    -------
+    dict {name: raw signature (codebook.dim,) float32}, in the order of ``codebooks``.
+    """
+    reductions = []  # (DescriptorPCA, reduced descriptors) pairs computed so far
+    signatures = {}
+    for name, codebook in codebooks.items():
+        if not isinstance(codebook, FisherCodebook):
+            signatures[name] = codebook.encode(descriptors)
+            continue
+        pca = codebook.pca_
+        reduced = next((r for p, r in reductions if _same_pca(p, pca)), None)
+        if reduced is None:
+            checked = _image_descriptors(descriptors, pca.mean_.shape[0])
+            reduced = pca.transform(checked)
+            reductions.append((pca, reduced))
+        signatures[name] = codebook.encode_reduced(reduced)
+    return signatures
+
+
+def _same_pca(a, b):
+    """Whether two DescriptorPCA reduce descriptors identically (equal mean and axes)."""
+    return a is b or (
+        np.array_equal(a.mean_, b.mean_) and np.array_equal(a.components_, b.components_)
     )

@@ -4,6 +4,7 @@ import logging
 
 import numpy as np
 
+from ..codebooks import encode_image
 from ..encoding import power_l2_normalise
 from ..index import load_codebook
 from .common import atomic_output, check_shard_order, describe_image, read_shard, signature_name
@@ -14,17 +15,17 @@ logger = logging.getLogger(__name__)
 def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descriptors):
     """Encode one shard of the images with every codebook.
 
-    Each image's local descriptors are computed once and encoded with all
-    codebooks, then power- (``alpha``) and L2-normalised. Writes an ``.npz`` with
+    Each image's local descriptors are computed once (and reduced once by the
+    Fisher codebooks' shared PCA) and encoded with all codebooks, then power-
+    (``alpha``) and L2-normalised. Writes an ``.npz`` with
     one (n_shard_images, D) float32 array per codebook name and ``image_id``.
     """
     part = read_shard(images, shard, n_shards)
     models = {signature_name(path): load_codebook(path)[0] for path in codebooks}
     out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
     for i, path in enumerate(part["path"]):
-        local = describe_image(path, descriptors)
-        for name, model in models.items():
-            out[name][i] = model.encode(local)
+        for name, signature in encode_image(describe_image(path, descriptors), models).items():
+            out[name][i] = signature
         if (i + 1) % 25 == 0:
             logger.info("shard %d: %d / %d images", shard, i + 1, len(part))
     for name in out:
