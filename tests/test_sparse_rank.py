@@ -151,6 +151,23 @@ def test_line_objective_is_exact_along_the_line(tiny):
     np.testing.assert_allclose(weights[1], [inverse(c[1]) for c in counts])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_padded_rows_places_each_rows_values_in_order(dtype):
+    rng = np.random.default_rng(3)
+    rows = np.sort(rng.integers(0, 7, 200))
+    rows = rows[rows != 4]  # a row without values
+    values = rng.normal(size=rows.size).astype(dtype)
+    counts = np.bincount(rows, minlength=9)
+    width = int(counts.max()) + 2
+    # Independent: one row at a time.
+    expected = np.full((9, width), np.inf, dtype=dtype)
+    for row in range(9):
+        expected[row, : counts[row]] = values[rows == row]
+    padded = _line_search.padded_rows(counts, values, width, np.inf)
+    assert padded.dtype == dtype
+    np.testing.assert_array_equal(padded, expected)
+
+
 def test_line_search_finds_minimum_and_refuses_ascent():
     mu = _line_search.golden_section_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 0.01)
     assert abs(mu - 3.0) < 3.0 * _line_search._SEARCH_RTOL
