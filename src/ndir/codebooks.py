@@ -12,8 +12,9 @@ trained on the training set only.
   EM on the PCA-reduced descriptors, initialised by k-means.
 
 The codebooks' ``encode`` returns the raw signature of one image (formulas in
-:mod:`ndir.encoding`), :func:`encode_image` its signatures under several codebooks; each model saves to and loads from an ``.npz`` file holding
-a ``kind`` field, so a file of the wrong kind is refused with a clear message.
+:mod:`ndir.encoding`), :func:`encode_image` its signatures under several codebooks;
+each model saves to and loads from an ``.npz`` file holding a ``kind`` field, so a
+file of the wrong kind is refused with a clear message.
 """
 
 import logging
@@ -650,7 +651,7 @@ def encode_image(descriptors, codebooks):
     Each signature equals its codebook's ``encode(descriptors)`` to the bit; the
     Fisher codebooks whose descriptor PCA has equal arrays (a workflow fits one,
     ``pca.npz``, for all of them) reduce the descriptors once instead of once each
-    (50-110 ms per 512-px image of 77k descriptors and per codebook saved).
+    (40-110 ms per 512-px image of 77k descriptors and per codebook saved).
 
     Parameters
     ----------
