@@ -183,10 +183,17 @@ def bench_image(codebooks, descriptors):
     """Seconds per image for the eight codebooks, against the GEMM bound."""
     n = len(descriptors)
     # Alternated, best of 5 each: this machine's speed drifts by 20 % within minutes.
+    def once():
+        encode_image(descriptors, codebooks)
+
+    def each():
+        for codebook in codebooks.values():
+            codebook.encode(descriptors)
+
     once_s, each_s = np.inf, np.inf
     for _ in range(5):
-        once_s = min(once_s, best_time(lambda: encode_image(descriptors, codebooks), 1, False))
-        each_s = min(each_s, best_time(lambda: [c.encode(descriptors) for c in codebooks.values()], 1, False))
+        once_s = min(once_s, best_time(once, repeats=1, warmup=False))
+        each_s = min(each_s, best_time(each, repeats=1, warmup=False))
     describe_s = best_time(lambda: photo_descriptors(shipped_photos()["file"][0]), repeats=3)
     A = np.random.default_rng(1).normal(size=(4096, 161)).astype(np.float32)
     B = np.ones((161, 512), dtype=np.float32)
