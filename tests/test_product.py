@@ -5,9 +5,9 @@ import pytest
 import scipy.sparse as sp
 
 from ndir.projection import SparseRankProjector, product
-from ndir.projection.product import BLOCK_ROWS, DIRECT_ROWS_MAX, STRIP_ROWS, TransposedBlocks, sparse_batch_product
+from ndir.projection.product import BLOCK_ROWS, DIRECT_ROWS_MAX, TransposedBlocks, sparse_batch_product
 
-ROW_COUNTS = [1, DIRECT_ROWS_MAX, DIRECT_ROWS_MAX + 1, BLOCK_ROWS, 2 * BLOCK_ROWS + STRIP_ROWS + 3]
+ROW_COUNTS = [1, DIRECT_ROWS_MAX, DIRECT_ROWS_MAX + 1, BLOCK_ROWS, 2 * BLOCK_ROWS + 11]
 
 
 @pytest.mark.parametrize("n_rows", ROW_COUNTS)
@@ -15,7 +15,7 @@ ROW_COUNTS = [1, DIRECT_ROWS_MAX, DIRECT_ROWS_MAX + 1, BLOCK_ROWS, 2 * BLOCK_ROW
 @pytest.mark.parametrize("layout", ["csc", "csr", "coo"])
 def test_sparse_product_equals_dense(n_rows, n_jobs, layout, monkeypatch):
     """Every path (straight through U^T, or tiles of X: several tiles of features, the
-    last narrower, and blocks and strips of rows, the last shorter) gives X U, whatever
+    last narrower, and blocks of rows, the last shorter) gives X U, whatever
     U's storage."""
     monkeypatch.setattr(product, "TILE_FEATURES", 128)
     rng = np.random.default_rng(n_rows)
@@ -86,3 +86,15 @@ def test_transform_takes_either_path_with_the_same_result():
             assert np.array_equal(model.transform(TransposedBlocks(rows)), model.transform(rows))
     with pytest.raises(ValueError, match="400 features"):
         model.transform(TransposedBlocks(X[:, :300]))
+
+
+def test_transpose_writes_into_the_buffer_or_raises():
+    """The tiles' transposition fills the given (features, rows) buffer exactly, for a
+    view of X with strided rows, and refuses a buffer it would not write into (OpenCV
+    would return a new array, leaving the buffer's garbage to the product)."""
+    X = np.arange(60, dtype=np.float32).reshape(6, 10)
+    out = np.empty((4, 3), dtype=np.float32)
+    product._transpose(X[1:4, 5:9], out)
+    assert np.array_equal(out, X[1:4, 5:9].T)
+    with pytest.raises(RuntimeError, match="did not write"):
+        product._transpose(X[1:4, 5:9], np.empty((4, 3), dtype=np.float64))

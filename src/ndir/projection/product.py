@@ -9,8 +9,8 @@ batch (245 MB at n = 745, D = 81,920) slower than the product itself. Hence:
 
 * X is taken in blocks of :data:`BLOCK_ROWS` signatures, and each block in tiles of
   :data:`TILE_FEATURES` features. A tile is transposed into a (features, rows) buffer
-  that stays in L3, :data:`STRIP_ROWS` signatures at a time (numpy's fastest
-  transposition), then multiplied by the same features of U, stored CSR by feature:
+  that stays in L3 (by OpenCV's blocked ``cv2.transpose``, 2.4x faster than numpy's
+  fastest way here), then multiplied by the same features of U, stored CSR by feature:
   ``Y_block^T += U_tile^T X_tile^T`` walks the tile once, in order, each stored entry
   of U adding one contiguous row of the tile to a (R, rows) accumulator that stays in
   L2. Blocks are spread over threads; scipy's kernel releases the GIL.
@@ -22,23 +22,26 @@ Measured on this 2-core machine (AMD EPYC, 512 KiB L2 per core) at D = 81,920, R
 tau = 0.99 (M = 819, scipy.sparse.random U given CSC), one thread, min of 5 runs while
 other jobs kept the load average near 2: dense BLAS 0.354 s for n = 745 and 0.708 s for
 n = 1,491; the former product (blocks of 16 signatures transposed whole, U^T CSR by
-projector) 0.142 and 0.263 s (2.5x, 2.7x); this one 0.088 and 0.168 s (4.0x, 4.2x),
-of which the transpositions take about 0.054 s and the kernel 0.027 s for n = 745, and
-the conversion of U 1.3 ms. At a load average of 9 on 2 threads: 3.6x and 4.0x (old
-1.4x). Transposing 704 signatures in strips of 2, 4, 8, 16 and 32 rows took 0.135, 0.075,
-0.041, 0.073 and 0.130 s; the kernel on blocks of 16, 32 and 64 transposed signatures
-0.056, 0.037 and 0.027 s (CSR by projector: 0.056, 0.060, 0.099 s); tiles of 2,048 to
-16,384 features and blocks of 32 to 128 rows were within noise of each other, a tile of
-the whole width twice as slow at 64 rows. Neither transposing through wider items
-(complex128 views), nor BLAS (``scopy`` with a stride, ``matmul`` by an identity), nor
-one numpy call per tile beat strips of 8. One signature: 0.23 ms straight through U^T
+projector) 0.142 and 0.263 s (2.5x, 2.7x); this one with numpy's transposition (strips of
+8 signatures, the fastest of 2 to 32 rows and of complex128 views, BLAS ``scopy`` with a
+stride, ``matmul`` by an identity, one numpy call per tile) 0.088 and 0.168 s (4.0x,
+4.2x), of which the transpositions took about 0.054 s and the kernel 0.027 s for
+n = 745, and the conversion of U 1.3 ms. ``cv2.transpose`` into the same buffers gives the
+same bits 2.4x faster (all 1,491 tiles: 0.105 against 0.043 s): the products, alternated
+5 times the same hour, 1 / 2 threads, n = 745: 92.5 / 58.6 -> 61.2 / 38.8 ms; n = 1,491:
+172.4 / 101.5 -> 118.5 / 61.9 ms, against dense BLAS 348.6 / 184.2 and 682.1 / 351.3 ms
+(5.7x / 4.7x and 5.8x / 5.7x). Tiles of 2,048 to 16,384 features and blocks of 32 to 128
+rows were within noise of each other, a tile of the whole width twice as slow at 64 rows;
+the kernel on blocks of 16, 32 and 64 transposed signatures took 0.056, 0.037 and 0.027 s
+(CSR by projector: 0.056, 0.060, 0.099 s). One signature: 0.23 ms straight through U^T
 against 1.3 ms for the conversion alone (22 ms at tau = 0.9); 16: 3.6 ms against 9.7 ms
-tiled, 24: 16 ms against 10 ms. ``benchmarks/peers.py`` and the cost table of
-``benchmarks/bench_sparse_rank.py`` measure it again on each run.
+tiled, 24: 16 ms against 10 ms (numpy's transposition). ``benchmarks/peers.py`` and the
+cost table of ``benchmarks/bench_sparse_rank.py`` measure it again on each run.
 """
 
 from concurrent.futures import ThreadPoolExecutor
 
+import cv2
 import numpy as np
 import scipy.sparse as sp
 
@@ -47,8 +50,6 @@ import scipy.sparse as sp
 BLOCK_ROWS = 64
 #: Features per tile: the transposed tile of a block is 2 MiB (8,192 x 64 float32).
 TILE_FEATURES = 8192
-#: Signatures numpy transposes at once (see the module docstring for the measurement).
-STRIP_ROWS = 8
 #: Up to this many signatures skip the conversion of U to CSR by feature.
 DIRECT_ROWS_MAX = 16
 
@@ -88,15 +89,16 @@ class TransposedBlocks:
                 block_t = np.empty((n_features, block.shape[0]), dtype=np.float32)
                 # Tile by tile, as sparse_batch_product does: a tile stays in cache.
                 for start in range(0, n_features, TILE_FEATURES):
-                    _transpose_strips(block[:, start : start + TILE_FEATURES], block_t[start : start + TILE_FEATURES])
+                    _transpose(block[:, start : start + TILE_FEATURES], block_t[start : start + TILE_FEATURES])
                 self._blocks.append(block_t)
         return self._blocks
 
 
-def _transpose_strips(X, out):
-    """``out[:] = X.T`` :data:`STRIP_ROWS` rows of X at a time (numpy's fastest way here)."""
-    for strip in range(0, X.shape[0], STRIP_ROWS):
-        out[:, strip : strip + STRIP_ROWS] = X[strip : strip + STRIP_ROWS].T
+def _transpose(X, out):
+    """``out[:] = X.T`` for a (rows, features) float32 view of X with contiguous rows and
+    a C-contiguous (features, rows) ``out``, by OpenCV (which releases the GIL)."""
+    if cv2.transpose(X, dst=out) is not out:
+        raise RuntimeError(f"cv2.transpose did not write into a {out.shape} {out.dtype} buffer")
 
 
 def sparse_batch_product(components, X, n_jobs=1):
@@ -138,7 +140,7 @@ def sparse_batch_product(components, X, n_jobs=1):
         for tile_start in tile_starts:
             X_tile = X[first:last, tile_start : tile_start + TILE_FEATURES]
             X_tile_t = tile_buffer[: X_tile.shape[1]]
-            _transpose_strips(X_tile, X_tile_t)
+            _transpose(X_tile, X_tile_t)
             yield X_tile_t
 
     def project(start, stop):
