@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -276,3 +277,21 @@ def test_query_show_errors(index_dir, tiny_models, tmp_path, capsys):  # noqa: F
     assert f"{missing}: its folder does not exist" in error_of(
         capsys, ["query", str(index_dir), query, "--show", str(missing)]
     )
+
+
+def test_build_embedded_defaults_are_the_workflows():
+    """``ndir build-embedded`` with no options builds the default run's set: its group
+    count, view size and seed are config.yaml's, as is the library's view size."""
+    import yaml
+
+    from ndir.cli import build_parser
+    from ndir.embedded import DEFAULT_VIEW_SIZE
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+    args = build_parser().parse_args(["build-embedded", "out"])
+    assert (args.groups, args.size, args.seed) == (
+        config["embedded"]["n_groups"],
+        config["embedded"]["view_size"],
+        config["seed"],
+    )
+    assert DEFAULT_VIEW_SIZE == config["embedded"]["view_size"]

@@ -218,7 +218,7 @@ def test_stage_refuses_a_projector_of_another_signature(tmp_path):
     images, signatures, projector = workflow_like_run(tmp_path)
     other = tmp_path / "other.npz"
     save_projector(other, np.eye(24, 4, dtype=np.float32), signature="vlad-4", sparsity=0.9)
-    with pytest.raises(report.DatasetError, match="projector for vlad-4, not fv-4"):
+    with pytest.raises(report.ResultFileError, match="projector for vlad-4, not fv-4"):
         report.retrievals_figure(
             images, signatures, other, tmp_path / "x.png", tmp_path / "x.pdf", n_queries=2, k=3, seed=0
         )

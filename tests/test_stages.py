@@ -197,7 +197,7 @@ def _data_report(path, kind, n_images, n_groups):
 def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups, with_paper, says):
     results = tmp_path / "fv-64.csv"
     pd.DataFrame(
-        {"signature": "fv-64", "encoding": "fv", "K": 64, "dim": 10240, "R": [0, 32], "map": [0.8, 0.6]}
+        {"signature": "fv-64", "encoding": "fv", "K": 64, "dim": 10240, "R": [0, 32], "map": [0.8, 0.6], "n_queries": 500}
     ).to_csv(results, index=False)
     report = _data_report(tmp_path / "report.json", kind, n_images, n_groups)
     table1([str(results)], str(report), [str(tmp_path / "table1.csv")])
@@ -236,3 +236,28 @@ def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
     for scoring, reduced in expected.items():
         _, ap = holidays_map(reduced, groups, is_query, return_per_query=True)
         np.testing.assert_allclose(aps[scoring], ap, atol=1e-12)
+
+
+def test_histories_are_read_by_name_or_refused_naming_the_file(tmp_path):
+    """A history's (signature, R, tau) come from its path; a file of another name, or a
+    history without the column a table reads, is refused naming the file and the rule
+    to rerun instead of failing in pandas."""
+    from ndir.errors import ResultFileError
+    from ndir.stages.sparse import final_maps, read_history
+
+    folder = tmp_path / "fv-64"
+    folder.mkdir()
+    good = folder / "R32-tau0.99.csv"
+    pd.DataFrame({"iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(good, index=False)
+    signature, R, tau, curve = read_history(good)
+    assert (signature, R, tau, len(curve)) == ("fv-64", 32, 0.99, 2)
+    maps = final_maps([good])
+    assert maps[["signature", "encoding", "K", "R", "tau", "initial", "final"]].values.tolist() == [
+        ["fv-64", "fv", 64, 32, 0.99, 0.5, 0.75]
+    ]
+    with pytest.raises(ResultFileError, match="R32-tau0.99.csv: no test_map_dot measured.*train_sparse_projector"):
+        final_maps([good], scoring="dot")
+    misnamed = folder / "R32-tau.csv"
+    misnamed.write_text("iteration\n0\n")
+    with pytest.raises(ResultFileError, match="R32-tau.csv: not a training history's name"):
+        read_history(misnamed)

@@ -12,7 +12,7 @@ from snakemake.utils import validate
 
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.config import check_config
-from ndir.errors import ConfigError, DatasetError
+from ndir.errors import ConfigError, ResultFileError
 from ndir.evaluation import holidays_map
 from ndir.jcf import JCF, codebook_features, codebook_second_order_pooling, subsample_descriptors
 from ndir.report import jcf_table, method_family
@@ -115,7 +115,7 @@ def test_features_of_another_image_table_are_refused(small_set, tmp_path):
     table = small_set["table"].iloc[::-1]
     images = tmp_path / "images.csv"
     table.to_csv(images, index=False)
-    with pytest.raises(DatasetError, match="rerun extract_jcf_features"):
+    with pytest.raises(ResultFileError, match="rerun extract_jcf_features"):
         load_features(images, small_set["features"])
 
 
@@ -125,7 +125,7 @@ def test_a_codebook_on_another_descriptor_pca_is_refused(small_set, tmp_path):
     sample = small_set["training_sample"]
     other = fit_fisher_codebook(sample, n_clusters=K, pca=fit_descriptor_pca(sample[::2], n_components=D), seed=0)
     other.save(tmp_path / "fv-4.npz")
-    with pytest.raises(DatasetError, match="another descriptor PCA"):
+    with pytest.raises(ResultFileError, match="another descriptor PCA"):
         load_features(small_set["images"], small_set["features"], tmp_path / "fv-4.npz")
 
 
@@ -202,7 +202,7 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(small_
 
 def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
     out = {name: tmp_path / name for name in ("model", "record", "random_record", "history")}
-    with pytest.raises(DatasetError, match="K = 8"):
+    with pytest.raises(ResultFileError, match="K = 8"):
         train_jcf(
             small_set["images"], small_set["features"], **out, codebook=small_set["codebook"],
             n_clusters=8, n_components=2, n_shared=None, margin=0.3, learning_rate=0.05,
@@ -273,7 +273,7 @@ def test_a_record_of_an_older_ndir_is_refused_naming_it(tmp_path):
     good.write_text(json.dumps(record))
     stale.write_text(json.dumps({key: value for key, value in record.items() if key != "recall_at_1"}))
     assert len(read_records([good])) == 1
-    with pytest.raises(DatasetError, match=r"stale.json: .*\['recall_at_1'\]"):
+    with pytest.raises(ResultFileError, match=r"stale.json: .*\['recall_at_1'\]"):
         read_records([good, stale])
 
 

@@ -219,11 +219,17 @@ def build_parser():
     )
     embedded.add_argument("out_dir")
     embedded.add_argument(
-        "--groups", type=int, default=200, help="number of groups (default: 200)"
+        "--groups",
+        type=int,
+        default=200,
+        help="number of groups (default: 200, the workflow's)",
     )
     embedded.add_argument("--seed", type=int, default=0)
     embedded.add_argument(
-        "--size", type=int, default=384, help="longer side of the views in pixels"
+        "--size",
+        type=int,
+        default=320,
+        help="longer side of the views in pixels (default: 320, the workflow's)",
     )
     embedded.set_defaults(func=_build_embedded)
 

@@ -60,7 +60,6 @@ DATASET_KINDS = ("embedded", "holidays", "ukbench", "folders")
 #: File-name suffixes (compared in lower case) that every loader reads as images.
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"})
 
-TABLE_COLUMNS = ["image_id", "path", "group", "is_query"]
 SKIPPED_COLUMNS = ["image_id", "path", "reason"]
 
 _LAYOUTS = {

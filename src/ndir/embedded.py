@@ -45,9 +45,12 @@ MIN_WINDOW_SIDE = 160
 #: Views sample only pixels this far inside their window, so that bilinear
 #: interpolation never reads a neighbouring window of the same photo.
 WINDOW_MARGIN = 2
+#: Longer side of the views in pixels when none is given: the default run's
+#: (``embedded.view_size`` of config.yaml, and ``ndir build-embedded --size``).
+DEFAULT_VIEW_SIZE = 320
 
 
-def build_embedded_dataset(out_dir, n_groups, seed, view_size=384, allow_overlap=False):
+def build_embedded_dataset(out_dir, n_groups, seed, view_size=DEFAULT_VIEW_SIZE, allow_overlap=False):
     """Write the embedded near-duplicate set into a folder.
 
     Scenes: with ``n_groups`` at most the number of shipped photos (118), each group
@@ -71,7 +74,7 @@ def build_embedded_dataset(out_dir, n_groups, seed, view_size=384, allow_overlap
         Number of groups (scenes), >= 1.
     seed : int
         Seed of every random choice.
-    view_size : int, default 384
+    view_size : int, default :data:`DEFAULT_VIEW_SIZE`
         Longer side of every view in pixels; the other follows the crop's aspect
         ratio. Bounding the longer side (not the width) keeps portrait views of
         half-photo windows from tripling the pixel count, hence the descriptors.

@@ -9,6 +9,11 @@ class DatasetError(NdirInputError):
     """A data set folder is missing, empty or laid out in a way its loader does not read."""
 
 
+class ResultFileError(NdirInputError):
+    """A file written by an earlier rule is stale, incomplete or does not match the
+    run's other inputs; the message names the file and the rule to rerun."""
+
+
 class ImageReadError(NdirInputError):
     """An image file cannot be decoded; carries the path and the reason."""
 

@@ -1,4 +1,4 @@
-"""Snakemake script of rule evaluate_second_order: Score second-order pooling without and with the JCF codebook on the test split."""
+"""Snakemake script of rule evaluate_second_order: score second-order pooling on the test split, without codebook or with the JCF codebook of one K."""
 
 from ndir.stages.jcf import evaluate_second_order
 from ndir.stages.common import run_rule

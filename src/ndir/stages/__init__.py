@@ -8,5 +8,6 @@ without Snakemake.
 
 One module backs each rule file of ``workflow/rules/``: :mod:`.data`,
 :mod:`.codebooks`, :mod:`.signatures`, :mod:`.baseline`, :mod:`.sparse`,
-:mod:`.seeds` and :mod:`.report`; :mod:`.common` holds what several of them share.
+:mod:`.seeds`, :mod:`.jcf` and :mod:`.report`; :mod:`.common` holds what several of them
+share.
 """

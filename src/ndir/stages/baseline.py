@@ -53,7 +53,7 @@ def table1(results, data_report, table):
     title = "Table I: mAP (%) of VLAD and FV signatures and of their PCA reductions to R dims"
     caption = table_caption(title, data_report)
     intervals = None
-    n_queries = int(rows["n_queries"].min()) if "n_queries" in rows else INTERVAL_MAX_QUERIES
+    n_queries = int(rows["n_queries"].min())
     if n_queries < INTERVAL_MAX_QUERIES:
         intervals = tuple(report.table1(rows.assign(map=rows[bound])) for bound in ("map_low", "map_high"))
         caption += interval_note(n_queries)

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from ..descriptors import image_descriptors
-from ..errors import DatasetError, NdirInputError
+from ..errors import NdirInputError, ResultFileError
 
 logger = logging.getLogger(__name__)
 
@@ -181,12 +181,12 @@ def read_shard(images, shard, n_shards):
 
 
 def check_shard_order(images, image_ids, what, rule):
-    """Raise :class:`~ndir.errors.DatasetError` unless the shards' concatenated
+    """Raise :class:`~ndir.errors.ResultFileError` unless the shards' concatenated
     ``image_ids`` are the image table's, in its order; the message names the
     shards (``what``) and the ``rule`` that writes them."""
     table = read_image_table(images)
     if not np.array_equal(np.concatenate(image_ids), table["image_id"].to_numpy(dtype=str)):
-        raise DatasetError(f"{images}: the {what} shards do not match the image table; rerun {rule}")
+        raise ResultFileError(f"{images}: the {what} shards do not match the image table; rerun {rule}")
 
 
 def describe_image(path, params):
@@ -214,7 +214,7 @@ def split_rows(images, X):
     """
     table = read_image_table(images)
     if X.shape[0] != len(table):
-        raise DatasetError(f"{images}: {len(table)} images but {X.shape[0]} signatures; rerun the encoding rules")
+        raise ResultFileError(f"{images}: {len(table)} images but {X.shape[0]} signatures; rerun the encoding rules")
     out = {}
     for name in ("train", "test"):
         mask = (table["split"] == name).to_numpy()

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import data
 from ..descriptors import min_image_size
-from ..errors import ConfigError, DatasetError
+from ..errors import ConfigError, DatasetError, ResultFileError
 from .common import read_image_table, write_csv, write_json
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ def split_together(images, split):
     """
     table = read_image_table(images)
     if "together" not in table.columns:
-        raise DatasetError(f"{images}: no 'together' column (written by an older ndir); rerun index_dataset")
+        raise ResultFileError(f"{images}: no 'together' column (written by an older ndir); rerun index_dataset")
     mask = (table["split"] == split).to_numpy()
     return table.loc[mask, "together"].to_numpy(dtype=object)
 

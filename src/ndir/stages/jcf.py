@@ -28,7 +28,7 @@ import pandas as pd
 from .. import comparison, report
 from ..codebooks import DescriptorPCA
 from ..encoding import gmm_posteriors
-from ..errors import DatasetError
+from ..errors import DatasetError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
 from ..index import load_codebook
 from ..jcf import JCF, second_order_gram, subsample_descriptors
@@ -126,7 +126,7 @@ def gather_jcf_features(images, shards, features):
             start += len(npz["features"])
     check_shard_order(images, ids, "JCF local-feature", "extract_jcf_features")
     if any(not np.array_equal(a, axes[0]) for a in axes[1:]):
-        raise DatasetError(
+        raise ResultFileError(
             f"{features}: the shards were reduced by different descriptor PCAs; rerun extract_jcf_features"
         )
     with atomic_output(features) as tmp:
@@ -142,7 +142,7 @@ def gather_jcf_features(images, shards, features):
 def _fisher_codebook(path):
     model, name = load_codebook(path)
     if not name.startswith("fv-"):
-        raise DatasetError(f"{path}: JCF needs a Fisher codebook (its GMM posteriors are h(x)), not {name}")
+        raise ResultFileError(f"{path}: JCF needs a Fisher codebook (its GMM posteriors are h(x)), not {name}")
     return model
 
 
@@ -153,18 +153,18 @@ def load_features(images, features, codebook=None):
     list of (n_i, d) float32 arrays, ``H`` the list of their (n_i, K) posteriors under
     ``codebook`` (a path; :func:`ndir.jcf.codebook_features` gives the same), or None
     when ``codebook`` is None. A codebook whose descriptor PCA is not the one the
-    features were reduced by is refused (DatasetError).
+    features were reduced by is refused (ResultFileError).
     """
     table = read_image_table(images)
     with np.load(features) as npz:
         if "pca_components" not in npz.files:
-            raise DatasetError(f"{features}: written by an older ndir (no pca_components); rerun extract_jcf_features")
+            raise ResultFileError(f"{features}: written by an older ndir (no pca_components); rerun extract_jcf_features")
         ids, X, offsets, axes = npz["image_id"], npz["features"], npz["offsets"], npz["pca_components"]
     if not np.array_equal(ids, table["image_id"].to_numpy(dtype=str)):
-        raise DatasetError(f"{features}: images differ from {images}; rerun extract_jcf_features")
+        raise ResultFileError(f"{features}: images differ from {images}; rerun extract_jcf_features")
     model = None if codebook is None else _fisher_codebook(codebook)
     if model is not None and not np.array_equal(model.pca_.components_, axes):
-        raise DatasetError(
+        raise ResultFileError(
             f"{features}: features reduced by another descriptor PCA than {codebook}'s; rerun extract_jcf_features"
         )
     per_image = [X[offsets[j] : offsets[j + 1]] for j in range(len(table))]
@@ -296,7 +296,7 @@ def evaluate_second_order(images, features, record, n_clusters, codebook=None):
     K = int(n_clusters)
     X, H, groups, is_query = load_features(images, features, codebook if K > 1 else None)["test"]
     if K > 1 and H[0].shape[1] != K:
-        raise DatasetError(f"{codebook}: K = {H[0].shape[1]} codewords, the run asks for K = {K}")
+        raise ResultFileError(f"{codebook}: K = {H[0].shape[1]} codewords, the run asks for K = {K}")
     d = X[0].shape[1]
     dims = K * d * (d + 1) // 2
     start = time.perf_counter()
@@ -346,7 +346,7 @@ def train_jcf(
     X_train, H_train, groups_train, _ = splits["train"]
     X_test, H_test, groups, is_query = splits["test"]
     if use_codebook and H_train[0].shape[1] != n_clusters:
-        raise DatasetError(f"{codebook}: K = {H_train[0].shape[1]} codewords, the run asks for K = {n_clusters}")
+        raise ResultFileError(f"{codebook}: K = {H_train[0].shape[1]} codewords, the run asks for K = {n_clusters}")
     together = split_together(images, "train")
     options = dict(
         n_components=n_components,
@@ -416,7 +416,7 @@ def read_records(paths):
         row = json.loads(Path(path).read_text())
         missing = [key for key in comparison.RECORD_KEYS + JCF_KEYS if key not in row]
         if missing:
-            raise DatasetError(f"{path}: record without {missing} (written by an older ndir); delete it and rerun")
+            raise ResultFileError(f"{path}: record without {missing} (written by an older ndir); delete it and rerun")
         rows.append(comparison.check_record(row))
     return pd.DataFrame(rows)
 

@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 
-from ..errors import DatasetError
+from ..errors import ResultFileError
 from ..evaluation import map_from_scores
 from ..projection import PCAProjection, load_projector
 from ..provenance import run_info as gather_run_info
@@ -99,7 +99,7 @@ def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, see
     name = signature_name(signatures)
     U, meta = load_projector(projector)
     if meta.get("signature", name) != name:
-        raise DatasetError(f"{projector}: projector for {meta['signature']}, not {name}; rerun train_sparse_projector")
+        raise ResultFileError(f"{projector}: projector for {meta['signature']}, not {name}; rerun train_sparse_projector")
     R, tau = U.shape[1], meta["sparsity"]
     table = read_image_table(images)
     test = table[table["split"] == "test"].reset_index(drop=True)

@@ -13,7 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import bovw, comparison, report
-from ..errors import DatasetError
+from ..errors import ResultFileError
 from ..evaluation import holidays_map, map_from_scores
 from ..projection import PCAProjection, load_projector, projection_cost
 from ..similarity_matrix import SparseSimilarityMatrix
@@ -99,7 +99,7 @@ def _learning_splits(images, signatures):
     return split_signatures(images, signatures)
 
 
-def _test_scores(score_pairs, X, groups, is_query):
+def _test_map_and_queries(score_pairs, X, groups, is_query):
     """Holidays mAP on the test split of a model's ``score_pairs(Q, X)``, and the queries' rows ``Q``."""
     query_rows = np.flatnonzero(is_query)
     scores = np.asarray(score_pairs(X[query_rows], X), dtype=np.float64)
@@ -131,7 +131,7 @@ def evaluate_tfidf(images, counts, record):
     train_s = time.perf_counter() - start
     C_test, groups, is_query = splits["test"]
     X_test = bovw.tfidf(C_test, idf)
-    test_map, Q = _test_scores(_dot_scores, X_test, groups, is_query)
+    test_map, Q = _test_map_and_queries(_dot_scores, X_test, groups, is_query)
     madds = comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(Q, X_test).mean()
     result = {
         "method": "tf-idf",
@@ -164,7 +164,7 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     estimator.fit(X_train, groups_train)
     train_s = time.perf_counter() - start
     X_test, groups, is_query = splits["test"]
-    test_map, Q = _test_scores(estimator.score_pairs, X_test, groups, is_query)
+    test_map, Q = _test_map_and_queries(estimator.score_pairs, X_test, groups, is_query)
     mapped = estimator.transform(Q)
     name = "tfidf" if str(signatures).endswith(".npz") else signature_name(signatures)
     result = {
@@ -208,7 +208,7 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     estimator.fit(C_train, groups_train, words, together=split_together(images, "train"))
     train_s = time.perf_counter() - start
     C_test, groups, is_query = splits["test"]
-    test_map, Q = _test_scores(estimator.score_pairs, C_test, groups, is_query)
+    test_map, Q = _test_map_and_queries(estimator.score_pairs, C_test, groups, is_query)
     # A query is mapped to q M (a sparse row of M per query word), then compared
     # with the database's counts; the database norms sqrt(x^T M x) are precomputed.
     M = sp.csr_matrix(estimator.metric_)
@@ -244,7 +244,7 @@ def _read_record(path):
     record = json.loads(Path(path).read_text())
     missing = [key for key in comparison.RECORD_KEYS if key not in record]
     if missing:
-        raise DatasetError(f"{path}: comparison record without {missing} (written by an older ndir); delete it and rerun")
+        raise ResultFileError(f"{path}: comparison record without {missing} (written by an older ndir); delete it and rerun")
     return record
 
 
@@ -260,7 +260,7 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
     :mod:`ndir.comparison` for the columns. Rows without stored bytes (second-order
     pooling learns nothing) are left out of the figure, whose axis is logarithmic.
     """
-    from .. import figures as plots  # matplotlib, only for the one stage that draws
+    from .. import figures as plots  # matplotlib, only for the stages that draw
 
     rows = [_read_record(path) for path in records]
     test_splits = {}
@@ -292,7 +292,7 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
         U, meta = load_projector(path)
         R, tau, name = meta["n_components"], meta["sparsity"], meta["signature"]
         if name not in test_splits:
-            raise DatasetError(f"{path}: a projector of {name}, whose signatures are not among the comparison's inputs")
+            raise ResultFileError(f"{path}: a projector of {name}, whose signatures are not among the comparison's inputs")
         X_test, groups, _ = test_splits[name]
         rows.append(
             comparison.sparse_projection_record(

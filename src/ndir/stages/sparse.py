@@ -1,6 +1,7 @@
 """Stages of ``workflow/rules/sparse.smk``: sparse rank projectors, Table II, their costs and Figures 2-4."""
 
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
+from ..errors import ResultFileError
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ..projection.product import TransposedBlocks
@@ -31,7 +33,8 @@ SCORINGS = ("dot", "l2")
 
 
 def reduced_aps(projector, X, groups, is_query):
-    """Per-query AP (n_queries,) of ``X U`` under each scoring of :data:`SCORINGS`, as a dict.
+    """Per-query AP (n_queries,) of ``X U`` under each scoring of :data:`SCORINGS` (raw
+    dot product; L2-normalised reductions), as a dict keyed by scoring.
 
     ``X`` is (n, D), an array or its ``TransposedBlocks``; ``projector`` a
     ``SparseRankProjector`` without ``normalize``, whose ``transform`` gives ``X U``
@@ -143,12 +146,18 @@ def train_sparse_projector(
     write_csv(curve, history)
 
 
+#: The name of a training's history: ``R<R>-tau<tau>.csv``.
+HISTORY_NAME = re.compile(r"R(\d+)-tau(\d+(?:\.\d+)?)")
+
+
 def read_history(path):
     """A training history and its run's (signature, R, tau) from its path
     (``results/sparse/<signature>/R<R>-tau<tau>.csv``)."""
     path = Path(path)
-    R, tau = path.stem.removeprefix("R").split("-tau")
-    return path.parent.name, int(R), float(tau), pd.read_csv(path)
+    name = HISTORY_NAME.fullmatch(path.stem)
+    if name is None:
+        raise ResultFileError(f"{path}: not a training history's name (R<R>-tau<tau>.csv, as train_sparse_projector writes)")
+    return path.parent.name, int(name[1]), float(name[2]), pd.read_csv(path)
 
 
 def final_maps(histories, split="test", scoring="l2"):
@@ -161,7 +170,10 @@ def final_maps(histories, split="test", scoring="l2"):
     rows = []
     for path in histories:
         signature, R, tau, curve = read_history(path)
-        maps = curve[f"{split}_map_{scoring}"].dropna()
+        column = f"{split}_map_{scoring}"
+        maps = curve[column].dropna() if column in curve else []
+        if len(maps) == 0:
+            raise ResultFileError(f"{path}: no {column} measured (an older or interrupted history); rerun train_sparse_projector")
         encoding_name, K = signature.split("-")
         rows.append(
             {
@@ -219,12 +231,12 @@ def cost_table(images, signatures, projectors, histories, table):
         row.update(projection_latency(U, X_test))
         row["test_map"] = maps.loc[(row["R"], row["tau"])]
         rows.append(row)
-    report.write_table(report.cost_table(pd.DataFrame(rows), signature=meta["signature"]), Path(table[0]).with_suffix(""))
+    report.write_table(report.cost_table(pd.DataFrame(rows), signature=signature_name(signatures)), Path(table[0]).with_suffix(""))
 
 
 def convergence_figures(fig2, fig3, fig4, figures, signature):
     """Figures 2-4 of the paper from training histories, as PNG and PDF."""
-    from .. import figures as plots  # matplotlib, only for the one stage that draws
+    from .. import figures as plots  # matplotlib, only for the stages that draw
 
     out = {Path(path).stem: Path(path).with_suffix("") for path in figures}
     plots.convergence_figure([read_history(p) for p in fig2], vary="R", signature=signature, stem=out["fig2"])
