@@ -23,13 +23,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ndir.encoding import l2_normalise_rows
 from ndir.evaluation import holidays_map
 from ndir.projection import PCAProjection
 from ndir.stages.common import split_signatures
-
-
-def l2_rows(Y):
-    return Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-30)
 
 
 def references(X_train, X_test, groups, is_query, R, seed):
@@ -37,7 +34,7 @@ def references(X_train, X_test, groups, is_query, R, seed):
     gaussian = np.random.default_rng(seed).standard_normal((X_test.shape[1], R)).astype(np.float32)
     return {
         "pca_train": holidays_map(PCAProjection(R).fit(X_train).transform(X_test), groups, is_query),
-        "gaussian": holidays_map(l2_rows(X_test @ gaussian), groups, is_query),
+        "gaussian": holidays_map(l2_normalise_rows(X_test @ gaussian), groups, is_query),
         "pca_test": holidays_map(PCAProjection(R).fit(X_test).transform(X_test), groups, is_query),
     }
 

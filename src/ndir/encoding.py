@@ -258,6 +258,14 @@ def fisher_vector(descriptors, weights, means, variances):
     return np.concatenate([grad_means.ravel(), grad_sigmas.ravel()]).astype(np.float32)
 
 
+def l2_normalise_rows(Y):
+    """Rows of ``Y`` ((n, D), or one (D,) row) scaled to unit L2 norm, in a new array of
+    Y's dtype; rows that are entirely zero stay zero. How reduced signatures are scored
+    by Table I and Table II, and cosine similarity's normalisation."""
+    norms = np.linalg.norm(Y, axis=-1, keepdims=True)
+    return np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+
+
 def power_l2_normalise(X, alpha=0.1):
     """Signed power normalisation followed by L2 normalisation of each row.
 
@@ -276,6 +284,4 @@ def power_l2_normalise(X, alpha=0.1):
     """
     Y = np.asarray(X, dtype=np.float32)
     Y = np.sign(Y) * np.abs(Y) ** np.float32(alpha)
-    norms = np.linalg.norm(Y, axis=-1, keepdims=True)
-    np.divide(Y, norms, out=Y, where=norms > 0)
-    return Y
+    return l2_normalise_rows(Y)

@@ -10,6 +10,8 @@ on the Holidays train and test halves.
 
 import numpy as np
 
+from .encoding import l2_normalise_rows
+
 
 def average_precision(positive_ranks, n_positives):
     """Average precision of one query from the ranks of its positives.
@@ -244,8 +246,7 @@ def recall_at_k(X, groups, ks=(1, 2, 4, 8), metric="dot"):
             "near duplicate to retrieve; every group needs at least two images"
         )
     if metric == "cosine":
-        norms = np.linalg.norm(X, axis=1, keepdims=True)
-        X = np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+        X = l2_normalise_rows(X)
     scores = X if metric == "precomputed" else X @ X.T
     best_positive = np.where(same, scores, -np.inf).max(axis=1)
     negative = ~same

@@ -17,6 +17,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..encoding import l2_normalise_rows
+
 # Columns of signatures multiplied at a time when forming the Gram matrix: each block's
 # float32 product is added to the float64 Gram matrix.
 _CHUNK = 8192
@@ -125,8 +127,7 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         Y = (X - self.mean_) @ self.components_
         if self.whiten:
             Y /= np.sqrt(self.explained_variance_).astype(np.float32)
-        norms = np.linalg.norm(Y, axis=1, keepdims=True)
-        return np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+        return l2_normalise_rows(Y)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -70,6 +70,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..encoding import l2_normalise_rows
 from ._descent import SPARSE_DENSITY_MAX, Descent
 from ._ranking import RankingProblem, check_queries, select_queries
 from .pca import PCAProjection
@@ -337,8 +338,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         else:
             Y = signatures @ self.components_.toarray()
         if self.normalize:
-            norms = np.linalg.norm(Y, axis=1, keepdims=True)
-            Y = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
+            Y = l2_normalise_rows(Y)
         return Y
 
     def _n_threads(self):

@@ -6,6 +6,7 @@ import logging
 
 import numpy as np
 
+from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import map_from_scores
 from ..projection import PCAProjection, load_projector
@@ -28,11 +29,6 @@ def write_run_info(data_report, outputs, run_info, config, benchmarks, repo):
 
 # --------------------------------------------------------------------------- retrievals
 
-
-def l2_rows(Y):
-    """Rows of ``Y`` scaled to unit L2 norm; all-zero rows stay zero."""
-    norms = np.linalg.norm(Y, axis=1, keepdims=True)
-    return np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
 
 
 def rankings(Y, query_rows, groups, k):
@@ -112,7 +108,7 @@ def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, see
     methods = {
         f"{name.upper()}\n(full, D = {X_test.shape[1]:,})": X_test,
         f"PCA\nR = {R}": PCAProjection(n_components=R).fit(X_train).transform(X_test),
-        f"sparse rank\nR = {R}, τ = {tau:g}": l2_rows(X_test @ U.toarray()),
+        f"sparse rank\nR = {R}, τ = {tau:g}": l2_normalise_rows(X_test @ U.toarray()),
     }
     ranked = {method: rankings(Y, query_rows, groups, k) for method, Y in methods.items()}
     failed = np.any([missed(top, query_rows, groups) for top, _ in ranked.values()], axis=0)

@@ -13,6 +13,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import bovw, comparison, report
+from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import holidays_map, map_from_scores
 from ..projection import PCAProjection, load_projector, projection_cost
@@ -116,11 +117,6 @@ def _test_recalls(score_pairs, X, groups):
     query (:func:`ndir.comparison.recalls`)."""
     return comparison.recalls(np.asarray(score_pairs(X, X), dtype=np.float64), groups, metric="precomputed")
 
-
-def _l2_rows(Y):
-    """Rows of ``Y`` at unit L2 norm (zero rows stay zero), as Table II scores reductions."""
-    norms = np.linalg.norm(Y, axis=1, keepdims=True)
-    return np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
 
 
 def evaluate_tfidf(images, counts, record):
@@ -302,7 +298,7 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
                 n_test,
                 maps.loc[(name, R, tau)],
                 meta["fit_seconds"],
-                comparison.recalls(_l2_rows(X_test @ U.toarray()), groups),
+                comparison.recalls(l2_normalise_rows(X_test @ U.toarray()), groups),
             )
         )
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])

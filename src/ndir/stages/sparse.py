@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import report
+from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
@@ -42,11 +43,9 @@ def reduced_aps(projector, X, groups, is_query):
     D = 81,920: this runs every ``eval_every`` steps of a training).
     """
     Y = projector.transform(X)
-    norms = np.linalg.norm(Y, axis=1, keepdims=True)
-    Y_l2 = np.divide(Y, norms, out=np.zeros_like(Y), where=norms > 0)
     return {
         "dot": holidays_map(Y, groups, is_query, return_per_query=True)[1],
-        "l2": holidays_map(Y_l2, groups, is_query, return_per_query=True)[1],
+        "l2": holidays_map(l2_normalise_rows(Y), groups, is_query, return_per_query=True)[1],
     }
 
 
