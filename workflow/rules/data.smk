@@ -44,6 +44,10 @@ rule index_dataset:
         keep_together=keep_together(),
         seed=config["seed"],
         descriptors=descriptor_params(),
-        max_dim=max(config["baseline"]["dims"] + config["sparse"]["dims"]),
+        max_dim=max(
+            config["baseline"]["dims"]
+            + config["sparse"]["dims"]
+            + [config["sparse"]["convergence_dim"]]
+        ),
     script:
         "../scripts/index_dataset.py"

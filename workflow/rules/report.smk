@@ -46,6 +46,9 @@ rule write_run_info:
         run_info="results/run_info.json",
     log:
         "logs/write_run_info.log",
+    # Its own time is not in the run's summary, which it writes from the others'.
+    benchmark:
+        "benchmarks/rules/write_run_info.tsv"
     conda:
         ENV
     threads: 1

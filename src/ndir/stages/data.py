@@ -82,7 +82,7 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
     # so PCA to R needs R < N - 1 to keep a margin.
     if max_dim >= n_train - 1:
         raise ConfigError(
-            f"baseline.dims / sparse.dims: the training split holds {n_train} images, but PCA to R = {max_dim} "
+            f"baseline.dims / sparse.dims / sparse.convergence_dim: the training split holds {n_train} images, but PCA to R = {max_dim} "
             f"needs at least R + 2 = {max_dim + 2} (the centred training matrix has rank N - 1 at most); "
             "use a larger data set (embedded.n_groups) or smaller dims"
         )
