@@ -86,7 +86,11 @@ LINE_SEARCHES = ("projected", "dense")
 # dense BLAS (machine shared with other jobs), the tiled sparse product is 3.0-4.2x at
 # 1 % non-zeros (17 to 1,491 rows), 1.0-2.2x at 4 % (17 to 745 rows); at 5 % 0.8-1.3x
 # for 17 to 128 rows (converting U to CSR by feature costs more there) and 1.9x for
-# 745; 0.9-1.2x at 10 %.
+# 745; 0.9-1.2x at 10 %. Since tiles are transposed by OpenCV (2.4x faster), on 1 thread
+# beside other jobs (17 / 64 / 325 / 745 / 1,491 rows): 1.0 / 1.4 / 2.5 / 2.6 / 3.0x at 4 %,
+# 0.7 / 1.1 / 1.5 / 2.4 / 2.0x at 5 %, 0.5 / 0.7 / 1.1 / 1.1 / 1.5x at 10 %, below 1 at 20 %.
+# The rule stays at 4 %: the gain above it is small and mixed, and moving the τ = 0.9
+# projectors' evaluations to the sparse path would change their float32 sums.
 _BATCH_DENSITY_MAX = 0.04
 # ... and for at most this many rows up to SPARSE_DENSITY_MAX, which product.py sends
 # straight through U^T: at 10 % non-zeros 1 to 16 rows take 0.55-1.0x the time of
