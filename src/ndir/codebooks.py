@@ -35,6 +35,7 @@ from ndir.encoding import (
     vlad,
 )
 from ndir.errors import NdirInputError
+from ndir.projection.pca import largest_entry_positive, top_eigenpairs
 
 logger = logging.getLogger(__name__)
 
@@ -105,21 +106,6 @@ def _scatter(X, center):
         block = X[start : start + SCATTER_CHUNK].astype(np.float64) - center
         scatter += block.T @ block
     return scatter
-
-
-def _sorted_eigenvectors(matrices, n_components):
-    """Top ``n_components`` eigenpairs of symmetric matrices (..., D, D), largest first.
-
-    Each eigenvector's sign is fixed so that its largest-magnitude entry is
-    positive, which makes the result independent of the LAPACK build.
-    """
-    eigenvalues, eigenvectors = np.linalg.eigh(matrices)
-    eigenvalues = eigenvalues[..., ::-1][..., :n_components]
-    eigenvectors = eigenvectors[..., ::-1][..., :n_components]
-    pivot = np.take_along_axis(
-        eigenvectors, np.abs(eigenvectors).argmax(axis=-2)[..., None, :], axis=-2
-    )
-    return eigenvalues, eigenvectors * np.sign(pivot)
 
 
 def _write_npz(path, kind, **arrays):
@@ -226,7 +212,8 @@ def fit_descriptor_pca(sample, n_components=80):
         )
     mean = sample.mean(axis=0, dtype=np.float64)
     covariance = _scatter(sample, mean) / (n - 1)
-    variances, components = _sorted_eigenvectors(covariance, n_components)
+    variances, components = top_eigenpairs(covariance, n_components)
+    components = largest_entry_positive(components)
     logger.info(
         "descriptor PCA: %d of %d dimensions keep %.1f%% of the variance",
         n_components,
@@ -408,7 +395,8 @@ def fit_cluster_pca(sample, centroids, n_components):
     pooled = scatters.sum(axis=0) / len(sample)
     covariances = scatters / np.maximum(counts, 1)[:, None, None]
     covariances += CLUSTER_COVARIANCE_SHRINKAGE * pooled
-    _, components = _sorted_eigenvectors(covariances, n_components)
+    _, components = top_eigenpairs(covariances, n_components)
+    components = largest_entry_positive(components)
     logger.info(
         "cluster-wise PCA K=%d: cluster sizes %d..%d, %d clusters with fewer than %d points",
         n_clusters,

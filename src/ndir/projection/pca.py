@@ -92,7 +92,7 @@ class PCAProjection(TransformerMixin, BaseEstimator):
             eigenvalues, axes = _gram_axes(Xc, self.n_components)
         else:
             covariance = Xc.T.astype(np.float64) @ Xc.astype(np.float64)
-            eigenvalues, axes = _top_eigenpairs(covariance, self.n_components)
+            eigenvalues, axes = top_eigenpairs(covariance, self.n_components)
         if eigenvalues[-1] <= 1e-10 * eigenvalues[0]:
             raise ValueError(
                 f"the {n_images} training images span fewer than "
@@ -101,8 +101,7 @@ class PCAProjection(TransformerMixin, BaseEstimator):
             )
 
         # Sign convention of sklearn.utils.extmath.svd_flip (u_based_decision=False).
-        biggest = np.argmax(np.abs(axes), axis=0)
-        axes *= np.sign(axes[biggest, np.arange(axes.shape[1])])
+        axes = largest_entry_positive(axes)
 
         self.mean_ = mean.astype(np.float32)
         self.components_ = axes.astype(np.float32, copy=False)
@@ -149,14 +148,22 @@ def _gram_axes(Xc, n_components):
     for start in range(0, n_features, _CHUNK):
         block = Xc[:, start : start + _CHUNK]
         gram += block @ block.T
-    eigenvalues, vectors = _top_eigenpairs(gram, n_components)
+    eigenvalues, vectors = top_eigenpairs(gram, n_components)
     weights = vectors / np.sqrt(np.maximum(eigenvalues, np.finfo(np.float64).tiny))
     # A float32 product suffices here (sums of N terms; columns orthonormal to ~1e-6)
     # and is 2.5 times faster than a float64 one.
     return eigenvalues, Xc.T @ weights.astype(np.float32)
 
 
-def _top_eigenpairs(symmetric, n_components):
-    """Largest ``n_components`` eigenvalues (decreasing) and eigenvectors (columns)."""
+def top_eigenpairs(symmetric, n_components):
+    """Largest ``n_components`` eigenvalues (decreasing) and their eigenvectors (columns)
+    of symmetric matrices (..., D, D): (..., n_components) and (..., D, n_components)."""
     eigenvalues, vectors = np.linalg.eigh(symmetric)  # increasing order
-    return eigenvalues[::-1][:n_components], vectors[:, ::-1][:, :n_components]
+    return eigenvalues[..., ::-1][..., :n_components], vectors[..., ::-1][..., :n_components]
+
+
+def largest_entry_positive(vectors):
+    """``vectors`` (..., D, k) with each column's sign chosen so that its largest-magnitude
+    entry (the first, on ties) is positive: axes that do not depend on the LAPACK build."""
+    pivot = np.take_along_axis(vectors, np.abs(vectors).argmax(axis=-2)[..., None, :], axis=-2)
+    return vectors * np.sign(pivot)
