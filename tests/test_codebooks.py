@@ -15,6 +15,8 @@ from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from ndir.codebooks import (  # noqa: E402
+    DEAD_COMPONENT_MASS,
+    WEIGHT_FLOOR,
     DescriptorPCA,
     FisherCodebook,
     VladCodebook,
@@ -23,6 +25,7 @@ from ndir.codebooks import (  # noqa: E402
     fit_descriptor_pca,
     fit_fisher_codebook,
     fit_vlad_codebook,
+    _m_step,
     gmm_em,
 )
 from ndir.encoding import fisher_vector, gmm_statistics  # noqa: E402
@@ -194,6 +197,43 @@ def test_gmm_em_recovers_a_known_mixture():
     np.testing.assert_allclose(weights, true_weights, atol=0.02)
     np.testing.assert_allclose(means, true_means, atol=0.1)
     np.testing.assert_allclose(variances, true_variances, rtol=0.15)
+
+
+def test_m_step_floors_and_dead_components_hand_worked():
+    """The M-step from soft statistics of n = 10 points, K = 4, d' = 2: components 0
+    and 1 have masses 6 and 4 and exact means and variances (component 0's second
+    variance is 0: floored at 0.01); component 2 has no mass and component 3 less than
+    DEAD_COMPONENT_MASS (statistics that would put its mean at 100): both keep their
+    previous mean and variance (floored too), and their weights are floored at
+    WEIGHT_FLOOR before the weights are renormalised."""
+    tiny = DEAD_COMPONENT_MASS / 2
+    s0 = np.array([6.0, 4.0, 0.0, tiny])
+    # S1_k = S0_k mu_k, S2_k = S0_k (var_k + mu_k^2).
+    s1 = np.array([[6.0, 12.0], [-4.0, 2.0], [0.0, 0.0], [100 * tiny, 100 * tiny]])
+    s2 = np.array(
+        [
+            [6 * (0.5 + 1.0), 6 * (0.0 + 4.0)],
+            [4 * (2.0 + 1.0), 4 * (0.25 + 0.25)],
+            [0.0, 0.0],
+            [tiny, tiny],
+        ]
+    )
+    previous_means = np.array([[0.0, 0.0], [0.0, 0.0], [7.0, 7.0], [-3.0, 4.0]])
+    previous_variances = np.array([[1.0, 1.0], [1.0, 1.0], [3.0, 0.002], [1.0, 1.0]])
+    weights, means, variances = _m_step(
+        s0, s1, s2, 10, previous_means, previous_variances, variance_floor=0.01
+    )
+    expected_weights = np.array([0.6, 0.4, WEIGHT_FLOOR, WEIGHT_FLOOR])
+    np.testing.assert_allclose(
+        weights, expected_weights / expected_weights.sum(), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        means, [[1.0, 2.0], [-1.0, 0.5], [7.0, 7.0], [-3.0, 4.0]], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        variances, [[0.5, 0.01], [2.0, 0.25], [3.0, 0.01], [1.0, 1.0]], rtol=1e-12
+    )
+    assert weights.dtype == means.dtype == variances.dtype == np.float64
 
 
 def test_fisher_codebook_em_raises_likelihood_and_encodes_through_its_pca():

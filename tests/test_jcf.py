@@ -96,6 +96,20 @@ def test_estimator_transform_is_normalised_factorised_pooling():
     assert full.n_parameters_ == 2 * 5 * 3 * 4
 
 
+@pytest.mark.parametrize("n_shared", [None, 2])
+def test_initialisation_gives_unit_rms_pooled_features(n_shared):
+    """n_epochs = 0 returns the random initialisation with U and V rescaled by one
+    common factor (sqrt of it each, z being bilinear in them) so that the training z
+    have unit RMS, as the docstring promises; without hold-out every image trains."""
+    rng = np.random.default_rng(3)
+    features, posteriors = random_images(rng, 8, 3, 4)
+    groups = np.repeat(np.arange(4), 2)
+    model = JCF(n_components=5, n_shared=n_shared, n_epochs=0, holdout_fraction=0, random_state=0)
+    z = model.fit(features, posteriors, groups).pool(features, posteriors)
+    assert model.n_holdout_images_ == 0 and model.best_epoch_ == 0
+    assert np.sqrt(np.mean(z**2)) == pytest.approx(1.0, rel=1e-9)
+
+
 def plain_second_order(features, posteriors):
     """C_k = mean_x h_k x x^T by loops; signed sqrt; triangle with sqrt(2) off-diagonal; L2."""
     out = []

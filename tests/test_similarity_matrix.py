@@ -99,6 +99,26 @@ def test_triplet_weights_hand_worked():
     np.testing.assert_allclose(triplet_weights(triplets, groups), [1.0, 2.0])
 
 
+def test_random_triplets_pair_matches_with_a_negative_of_another_group():
+    """n_random_triplets (i, j, l): i and j distinct images of one group, l of another
+    group. Groups of 2 and 3 among 5 groups: a uniform negative clashes with i's group
+    often (2 draws in 9), so clashes must be drawn again. Seeded: the same seed
+    gives the same triplets, another seed others; 0 asked gives none."""
+    groups = np.array([0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4])
+    model = SparseSimilarityMatrix(n_random_triplets=500)
+    triplets = model._random_triplets(groups, np.random.RandomState(0))
+    assert triplets.shape == (500, 3)
+    i, j, l = triplets.T
+    assert (groups[i] == groups[j]).all() and (i != j).all()
+    assert (groups[l] != groups[i]).all()
+    # Every image is drawn as a negative of some triplet (0 to 11).
+    assert set(l) == set(range(groups.size))
+    np.testing.assert_array_equal(triplets, model._random_triplets(groups, np.random.RandomState(0)))
+    assert not np.array_equal(triplets, model._random_triplets(groups, np.random.RandomState(1)))
+    none = SparseSimilarityMatrix(n_random_triplets=0)._random_triplets(groups, np.random.RandomState(0))
+    assert none.shape == (0, 3)
+
+
 def _word_pairs_problem(parts, per_group, rng):
     """Images of groups made of scene parts: group g holds the parts ``parts[g]`` (indices
     of pairs of neighbouring words, 0.1 apart), each image quantises every part to one

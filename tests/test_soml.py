@@ -4,7 +4,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 from sklearn.base import clone
 
-from ndir.soml import SOMLDualAveraging, SOMLTruncatedGradient, _RowReader, dual_averaging_weights, truncate
+from ndir.soml import ZERO_WEIGHT, SOMLDualAveraging, SOMLTruncatedGradient, _RowReader, dual_averaging_weights, truncate
 from ndir.triplets import sample_triplets
 
 
@@ -152,6 +152,21 @@ def test_sparsity_grows_with_l1():
         for l1 in (0.0, 0.05, 0.5)
     ]
     assert sparsities[0] < sparsities[1] < sparsities[2]
+
+
+@pytest.mark.parametrize("estimator", [SOMLTruncatedGradient, SOMLDualAveraging])
+def test_zero_weights_are_those_at_most_zero_weight(estimator):
+    """n_nonzero_, sparsity_ and model_bytes_ count the weights of magnitude above
+    ZERO_WEIGHT (1e-10), not the exact non-zeros: of six hand-set weights, 0, 1e-11
+    and 1e-10 (either sign) count as zero, -1e-9, -2e-10 and 0.5 do not."""
+    model = estimator()
+    model.coef_ = np.array([0.0, 1e-11, -1e-9, 0.5, ZERO_WEIGHT, -2e-10])
+    assert ZERO_WEIGHT == 1e-10
+    assert model.n_nonzero_ == 3
+    assert model.sparsity_ == pytest.approx(0.5)
+    assert model.model_bytes_ == 3 * (4 + 4)  # an int32 index and a float32 value each
+    model.coef_[4] = -ZERO_WEIGHT
+    assert model.n_nonzero_ == 3
 
 
 def test_deterministic_and_cloneable():

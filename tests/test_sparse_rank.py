@@ -191,6 +191,40 @@ def test_line_search_evaluates_each_step_once(first_step):
     assert abs(mu - 3.0) < 3.0 * 3e-2
 
 
+def test_line_search_stops_at_max_step_on_a_falling_objective():
+    """An objective that keeps falling beyond max_step: no trial passes the cap (the
+    projected search's max_step is |U|_F / 2, the whole column norm), and the best
+    trial, at the cap, is returned, from a first step below the cap or above it."""
+    for first_step in (1.0, 1000.0):
+        tried = []
+
+        def objective(mu):
+            tried.append(mu)
+            return -mu
+
+        mu = _line_search.golden_section_search(objective, 0.0, first_step, 10.0)
+        assert max(tried) <= 10.0
+        assert 10.0 * (1.0 - _line_search._SEARCH_RTOL) <= mu <= 10.0
+        assert mu in tried
+
+
+def test_line_search_returns_the_best_point_evaluated_over_two_wells():
+    """Two wells: a shallow one (-0.5 at 6.5) that the contraction from a first step
+    of 10 lands in (f(10 / phi) < f(0)), and a deeper one (-2 at 3) that the section
+    then finds. The search returns a point it evaluated, the lowest of them, in the
+    deeper well; the shallow well was evaluated below f(0) too."""
+    values = {}
+
+    def objective(mu):
+        values[mu] = min(-0.5 + 0.1 * (mu - 6.5) ** 2, -2.0 + 2.0 * (mu - 3.0) ** 2)
+        return values[mu]
+
+    mu = _line_search.golden_section_search(objective, 0.0, 10.0)
+    assert mu in values and values[mu] == min(values.values())
+    assert abs(mu - 3.0) < 3.0 * 3.0 * _line_search._SEARCH_RTOL
+    assert any(5.0 < m < 8.0 and v < 0.0 for m, v in values.items())
+
+
 def test_l0_projection_keeps_the_largest_entries_of_each_column():
     rng = np.random.default_rng(0)
     UT = rng.standard_normal((5, 40)).astype(np.float32)
@@ -659,3 +693,97 @@ def test_training_stops_after_n_iter_no_change_steps_that_do_not_move(monkeypatc
     assert stalled.n_iter_ == 7 and stalled.objective_[-1] > stalled.tol
     np.testing.assert_array_equal(stalled.step_sizes_, 0.0)
     assert fit(None).n_iter_ == 30
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("sparsity", [0.0, 0.9])
+def test_starting_projector_is_the_l0_projection_of_pca(sparsity, renormalize):
+    """Algorithm 1's first line: with no step, components_ is P_M of the PCA axes of
+    the training signatures (M = 20 of D = 200 at tau = 0.9), by a full sort, with
+    unit columns when renormalize (the identity at tau = 0)."""
+    from ndir.projection.pca import PCAProjection
+
+    X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
+    projector = SparseRankProjector(
+        6, sparsity=sparsity, max_iter=0, renormalize=renormalize
+    ).fit(X, groups)
+    pca = PCAProjection(6).fit(X).components_.astype(np.float64)
+    n_keep = round((1.0 - sparsity) * 200)
+    expected = brute_force_projection(pca, n_keep, renormalize)
+    assert projector.n_iter_ == 0 and projector.n_nonzero_ == n_keep
+    np.testing.assert_allclose(projector.components_.toarray(), expected, atol=1e-6)
+
+
+def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
+    """Without sparsity, renormalize divides each column by |u_r - mu g_r|, computed
+    from Y, B and K rather than from U, and Y is updated from the step rather than
+    recomputed (before _REFRESH_EVERY steps, which would renormalise U from scratch):
+    the columns of U must have unit norm after every step, and Y must stay X U."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, groups, _ = grouped(15, 3, 80, noise=2.0, seed=3)
+    model = SparseRankProjector(
+        n_components=5, sparsity=0.0, max_iter=5, tol=0.0, random_state=0
+    ).fit(X, groups)
+    assert model.n_iter_ == 5 < _descent._REFRESH_EVERY
+    assert np.all(model.step_sizes_ > 0.0)
+    np.testing.assert_allclose(
+        sp.linalg.norm(model.components_, axis=0), 1.0, atol=1e-5
+    )
+
+    X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 40, True, "dense", pool, 2)
+        mu, _ = descent.step(problem, selected)
+        assert mu > 0.0 and not descent.refresh_due()
+        np.testing.assert_allclose(np.linalg.norm(descent.UT, axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(
+            descent.Y, X.astype(np.float64) @ descent.UT.T.astype(np.float64), atol=1e-5
+        )
+
+
+@pytest.mark.parametrize("gather_max", [0.0, 1.0])
+def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, monkeypatch):
+    """dF X reads only the rows of X whose column of dF has a non-zero when they are
+    few (_GATHER_ROWS_MAX), the whole X otherwise: either way left^T right is G of
+    Eq. 14, here summed query by query, sum_q x_q (dF[q] Y)^T + (X^T dF[q]) y_q^T,
+    for a dF with 3 non-zero columns out of 18 (the late-training case)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_descent, "_GATHER_ROWS_MAX", gather_max)
+    X, groups, query_rows, U0, problem, _ = line_problem(6, 40, 5, 4, [0])
+    rows = query_rows[[0, 2, 5]]
+    rng = np.random.default_rng(9)
+    dF = np.zeros((rows.size, X.shape[0]))
+    dF[:, [4, 11, 16]] = rng.standard_normal((rows.size, 3))
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 40, False, "dense", pool, 2)
+        Z = dF @ descent.Y
+        left, right = descent.gradient_factors(rows, dF, Z)
+    X64, Y = X.astype(np.float64), descent.Y
+    G = sum(
+        np.outer(X64[q], dF[k] @ Y) + np.outer(X64.T @ dF[k], Y[q])
+        for k, q in enumerate(rows)
+    )
+    np.testing.assert_allclose(
+        left.T.astype(np.float64) @ right, G, atol=1e-5 * np.abs(G).max()
+    )
+
+
+@pytest.mark.parametrize("line_search", ["projected", "dense"])
+def test_step_reports_the_objective_before_the_l0_projection(line_search):
+    """The second value of a sparse step (objective_unprojected_) is the loss over all
+    queries at U - mu G, G = X^T B of the step's queries, before the projection: by
+    loops, from the U and mu of the step."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 12, True, line_search, pool, 2)
+        U = descent.components().toarray().astype(np.float64)
+        B = _ranking.gradient(problem, descent.Y, selected)[4]
+        mu, unprojected = descent.step(problem, selected)
+    assert mu > 0.0
+    X64 = X.astype(np.float64)
+    expected = brute_force_losses(X64, U - mu * X64.T @ B, groups, query_rows, 1e-3)
+    np.testing.assert_allclose(unprojected, expected.sum(), rtol=1e-5)

@@ -44,7 +44,7 @@ from sklearn.utils.validation import check_array, check_consistent_length, check
 from ndir.bovw import inverse_document_frequency
 from ndir.data import holdout_mask
 from ndir.evaluation import map_from_scores
-from ndir.triplets import positive_pairs
+from ndir.triplets import draw_negatives, positive_pairs
 
 EPS = 1e-12
 """Floor of self-similarities S_ii (an image without words has S_ii = 0)."""
@@ -258,10 +258,7 @@ class SparseSimilarityMatrix(BaseEstimator):
         if self.n_random_triplets == 0 or len(pairs) == 0:
             return np.empty((0, 3), dtype=np.int64)
         chosen = pairs[rng.randint(len(pairs), size=self.n_random_triplets)]
-        negatives = rng.randint(len(groups), size=len(chosen))
-        while (clash := np.flatnonzero(groups[negatives] == groups[chosen[:, 0]])).size:
-            negatives[clash] = rng.randint(len(groups), size=clash.size)
-        return np.column_stack([chosen, negatives])
+        return np.column_stack([chosen, draw_negatives(groups, chosen[:, 0], rng)])
 
     def _holdout_map(self, theta, X, groups):
         if X.shape[0] == 0:

@@ -55,12 +55,19 @@ def sample_triplets(groups, negatives_per_pair, random_state=None):
         raise ValueError("a single group: no non-matching image to build triplets from")
     rng = check_random_state(random_state)
     pairs = np.repeat(pairs, negatives_per_pair, axis=0)
-    # Rejection sampling: redraw the negatives that landed in the query's own group.
-    negatives = rng.randint(len(groups), size=len(pairs))
-    while True:
-        clash = np.flatnonzero(groups[negatives] == groups[pairs[:, 0]])
-        if clash.size == 0:
-            break
-        negatives[clash] = rng.randint(len(groups), size=clash.size)
-    triplets = np.column_stack([pairs, negatives])
+    triplets = np.column_stack([pairs, draw_negatives(groups, pairs[:, 0], rng)])
     return triplets[rng.permutation(len(triplets))]
+
+
+def draw_negatives(groups, anchors, rng):
+    """One image outside each anchor's group, drawn uniformly (with replacement).
+
+    groups : (n_images,) labels, at least two distinct; anchors : (m,) row indices;
+    rng : ``numpy.random.RandomState``. Rejection sampling: all m drawn at once, then
+    those that landed in their anchor's own group drawn again, until none does.
+    Returns (m,) int row indices.
+    """
+    negatives = rng.randint(len(groups), size=len(anchors))
+    while (clash := np.flatnonzero(groups[negatives] == groups[anchors])).size:
+        negatives[clash] = rng.randint(len(groups), size=clash.size)
+    return negatives

@@ -6,6 +6,7 @@ settings), so that ``ndir`` can check it against the signature it is applied to.
 """
 
 import json
+import zipfile
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,12 +44,15 @@ def load_projector(path):
     meta : dict
     """
     try:
-        with np.load(path) as npz:
+        loaded = np.load(path)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with loaded as npz:
             U = sp.csc_array(
                 (npz["data"], npz["indices"], npz["indptr"]), shape=tuple(npz["shape"])
             )
             meta = json.loads(str(npz["meta"]))
-    except (OSError, KeyError, ValueError) as error:
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
         raise NdirInputError(
             f"{path}: not an ndir projector file ({error}); "
             "use a results/sparse/<signature>/R<R>-tau<tau>.npz written by the workflow"
