@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -5,6 +7,7 @@ import scipy.sparse as sp
 
 from ndir.comparison import (
     check_record,
+    read_record,
     database_bytes,
     dense_projection_record,
     mean_nonzeros,
@@ -12,6 +15,7 @@ from ndir.comparison import (
     sparse_projection_record,
     support,
 )
+from ndir.errors import ResultFileError
 from ndir.projection import projection_cost
 from ndir.report import method_family, seeds_comparison_table
 
@@ -65,6 +69,22 @@ def test_check_record_refuses_missing_keys_and_percentages():
     record = {**record, "test_map": 0.5, "recall_at_1": 87.6}
     with pytest.raises(ValueError, match=r"recall_at_1 must be in \[0, 1\]"):
         check_record(record)
+
+
+def test_read_record_names_the_file_of_a_stale_or_wrong_record(tmp_path):
+    """A rule's JSON record is read back checked: a missing key (also one of the
+    caller's ``extra_keys``) or a percentage where a fraction belongs is refused as a
+    ResultFileError that names the file and says to rerun."""
+    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, test_map=0.55, train_s=0.1, recall={"recall_at_1": 0.5})
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(record))
+    assert read_record(good) == record
+    with pytest.raises(ResultFileError, match=r"good.json: record without \['K'\].*rerun"):
+        read_record(good, extra_keys=("K",))
+    percent = tmp_path / "percent.json"
+    percent.write_text(json.dumps({**record, "test_map": 55.0}))
+    with pytest.raises(ResultFileError, match=r"percent.json: .*test_map must be in \[0, 1\]; delete it and rerun"):
+        read_record(percent)
 
 
 def test_comparison_table_orders_and_converts_units():

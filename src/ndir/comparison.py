@@ -30,9 +30,13 @@ by one *record*: a dict with
     Wall time of the fit, in seconds.
 """
 
+import json
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 
+from .errors import ResultFileError
 from .evaluation import recall_at_k
 
 RECORD_KEYS = (
@@ -136,3 +140,16 @@ def check_record(record):
         if not 0.0 <= record[key] <= 1.0:
             raise ValueError(f"comparison record {record['method']!r}: {key} must be in [0, 1]")
     return record
+
+
+def read_record(path, extra_keys=()):
+    """A record written as JSON by a rule, checked by :func:`check_record` and for
+    ``extra_keys``; refused naming the file (one an older ndir wrote lacks keys)."""
+    record = json.loads(Path(path).read_text())
+    missing = [key for key in (*RECORD_KEYS, *extra_keys) if key not in record]
+    if missing:
+        raise ResultFileError(f"{path}: record without {missing} (written by an older ndir); delete it and rerun")
+    try:
+        return check_record(record)
+    except ValueError as error:
+        raise ResultFileError(f"{path}: {error}; delete it and rerun") from error

@@ -17,7 +17,6 @@ and the JCF table's (:data:`JCF_KEYS`); the learned JCF models and the baselines
 codebook and at each K) also enter the seeds comparison.
 """
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -411,14 +410,7 @@ def train_jcf(
 
 def read_records(paths):
     """The JCF records (JSON files) as a frame, each checked."""
-    rows = []
-    for path in paths:
-        row = json.loads(Path(path).read_text())
-        missing = [key for key in comparison.RECORD_KEYS + JCF_KEYS if key not in row]
-        if missing:
-            raise ResultFileError(f"{path}: record without {missing} (written by an older ndir); delete it and rerun")
-        rows.append(comparison.check_record(row))
-    return pd.DataFrame(rows)
+    return pd.DataFrame([comparison.read_record(path, JCF_KEYS) for path in paths])
 
 
 def jcf_report(records, data_report, table, figure):

@@ -3,7 +3,6 @@
 sparse rank projectors and JCF (:mod:`ndir.stages.jcf`), by test mAP and Recall@1.
 """
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -235,15 +234,6 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     logger.info("sparse similarity matrix: %s", result)
 
 
-def _read_record(path):
-    """A comparison record (JSON), refused naming the file when an older ndir wrote it."""
-    record = json.loads(Path(path).read_text())
-    missing = [key for key in comparison.RECORD_KEYS if key not in record]
-    if missing:
-        raise ResultFileError(f"{path}: comparison record without {missing} (written by an older ndir); delete it and rerun")
-    return record
-
-
 def seeds_comparison(images, records, signatures, projectors, histories, table, figure, dims):
     """The comparison table and figure: the seeds' learners, PCA and the sparse projectors.
 
@@ -258,7 +248,7 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
     """
     from .. import figures as plots  # matplotlib, only for the stages that draw
 
-    rows = [_read_record(path) for path in records]
+    rows = [comparison.read_record(path) for path in records]
     test_splits = {}
     for path in signatures:
         name = signature_name(path)
