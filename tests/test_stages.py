@@ -200,7 +200,7 @@ def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups
         {"signature": "fv-64", "encoding": "fv", "K": 64, "dim": 10240, "R": [0, 32], "map": [0.8, 0.6], "n_queries": 500}
     ).to_csv(results, index=False)
     report = _data_report(tmp_path / "report.json", kind, n_images, n_groups)
-    table1([str(results)], str(report), [str(tmp_path / "table1.csv")])
+    table1([str(results)], str(report), [str(tmp_path / f"table1.{suffix}") for suffix in ("csv", "md", "tex")])
     table = pd.read_csv(tmp_path / "table1.csv")
     assert ("Full (paper)" in table.columns) == with_paper
     assert table.loc[0, "Full"] == 80.0
@@ -261,3 +261,16 @@ def test_histories_are_read_by_name_or_refused_naming_the_file(tmp_path):
     misnamed.write_text("iteration\n0\n")
     with pytest.raises(ResultFileError, match="R32-tau.csv: not a training history's name"):
         read_history(misnamed)
+
+
+def test_table_stem_is_the_stem_of_the_three_declared_files():
+    """The stages write a table's csv, md and tex from one stem: the rule's outputs
+    must be exactly those three, else the stage refuses rather than write others."""
+    from pathlib import Path
+
+    from ndir.stages.common import table_stem
+
+    files = ["results/tables/table2.csv", "results/tables/table2.md", "results/tables/table2.tex"]
+    assert table_stem(files) == Path("results/tables/table2")
+    with pytest.raises(ValueError, match="table2.tex"):
+        table_stem(files[:2] + ["results/tables/table2.pdf"])

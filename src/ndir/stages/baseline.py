@@ -1,14 +1,21 @@
 """Stages of ``workflow/rules/baseline.smk``: full signatures and their PCA reductions (Table I)."""
 
 import logging
-from pathlib import Path
 
 import pandas as pd
 
 from .. import report
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import PCAProjection
-from .common import interval_note, is_inria_holidays, signature_name, split_signatures, table_caption, write_csv
+from .common import (
+    interval_note,
+    is_inria_holidays,
+    signature_name,
+    split_signatures,
+    table_caption,
+    table_stem,
+    write_csv,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,4 +64,4 @@ def table1(results, data_report, table):
     if n_queries < INTERVAL_MAX_QUERIES:
         intervals = tuple(report.table1(rows.assign(map=rows[bound])) for bound in ("map_low", "map_high"))
         caption += interval_note(n_queries)
-    report.write_table(frame, Path(table[0]).with_suffix(""), caption=caption, intervals=intervals)
+    report.write_table(frame, table_stem(table), caption=caption, intervals=intervals)

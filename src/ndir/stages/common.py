@@ -108,6 +108,18 @@ def write_csv(df, path):
 HOLIDAYS_IMAGES, HOLIDAYS_GROUPS = 1491, 500
 
 
+def table_stem(files):
+    """The stem ``results/tables/<name>`` of a table's three outputs, as the rule declares
+    them (``report_table`` in workflow/rules/common.smk): ``<stem>.csv``, ``.md`` and
+    ``.tex``, which :func:`ndir.report.write_table` writes. Refuses other files, which it
+    would not write."""
+    stem = Path(files[0]).with_suffix("")
+    expected = [stem.with_suffix(suffix) for suffix in (".csv", ".md", ".tex")]
+    if sorted(map(Path, files)) != sorted(expected):
+        raise ValueError(f"a table's outputs are {[str(p) for p in expected]}, not {[str(p) for p in files]}")
+    return stem
+
+
 def is_inria_holidays(data_report):
     """Whether the data set of ``data_report`` (the JSON summary written by
     :func:`ndir.stages.data.index_dataset`) is INRIA Holidays itself: the

@@ -38,6 +38,7 @@ from .common import (
     read_image_table,
     shard_rows,
     table_caption,
+    table_stem,
     write_csv,
     write_json,
 )
@@ -422,5 +423,5 @@ def jcf_report(records, data_report, table, figure):
     caption = table_caption(
         "JCF (seed 004) and second-order pooling on dense HOG: test mAP and Recall@1 (%)", data_report, paper_table=False
     )
-    report.write_table(report.jcf_table(frame), Path(table[0]).with_suffix(""), caption=caption)
+    report.write_table(report.jcf_table(frame), table_stem(table), caption=caption)
     plots.jcf_recall_figure(frame, stem=Path(figure[0]).with_suffix(""))

@@ -27,6 +27,7 @@ from .common import (
     signature_name,
     split_rows,
     split_signatures,
+    table_stem,
     write_json,
 )
 from .data import split_together
@@ -294,7 +295,7 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])
     report.write_table(
         report.seeds_comparison_table(frame),
-        Path(table[0]).with_suffix(""),
+        table_stem(table),
         caption="The seeds' learners, PCA and the sparse rank projectors on the same split: size and cost at query time, test mAP and Recall@1 (%)",
     )
     plots.seeds_comparison_figure(frame[frame["model_bytes"] > 0], stem=Path(figure[0]).with_suffix(""))

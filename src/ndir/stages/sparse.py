@@ -21,6 +21,7 @@ from .common import (
     signature_name,
     split_signatures,
     table_caption,
+    table_stem,
     test_queries,
     write_csv,
 )
@@ -212,10 +213,10 @@ def table2(histories, data_report, table, table_dot, ablation):
             )
             caption += interval_note(test_queries(data_report))
         frame = report.table2(maps[scoring], paper=paper)
-        report.write_table(frame, Path(files[0]).with_suffix(""), caption=caption, intervals=intervals)
+        report.write_table(frame, table_stem(files), caption=caption, intervals=intervals)
     title = "mAP (%) of sparse rank projectors against PCA hard-thresholded to the same sparsity"
     ablation_table = report.table2_ablation(maps["l2"], maps["dot"], final_maps(histories, "train", "dot"))
-    report.write_table(ablation_table, Path(ablation[0]).with_suffix(""), caption=table_caption(title, data_report, paper_table=False))
+    report.write_table(ablation_table, table_stem(ablation), caption=table_caption(title, data_report, paper_table=False))
 
 
 def cost_table(images, signatures, projectors, histories, table):
@@ -230,7 +231,7 @@ def cost_table(images, signatures, projectors, histories, table):
         row.update(projection_latency(U, X_test))
         row["test_map"] = maps.loc[(row["R"], row["tau"])]
         rows.append(row)
-    report.write_table(report.cost_table(pd.DataFrame(rows), signature=signature_name(signatures)), Path(table[0]).with_suffix(""))
+    report.write_table(report.cost_table(pd.DataFrame(rows), signature=signature_name(signatures)), table_stem(table))
 
 
 def convergence_figures(fig2, fig3, fig4, figures, signature):
