@@ -16,7 +16,7 @@ from ndir.errors import ConfigError, ResultFileError
 from ndir.evaluation import holidays_map
 from ndir.jcf import JCF, codebook_features, codebook_second_order_pooling, subsample_descriptors
 from ndir.report import jcf_table, method_family
-from ndir.stages.common import describe_image
+from ndir.descriptors import image_descriptors_with
 from ndir.stages.jcf import (
     evaluate_second_order,
     extract_jcf_features,
@@ -62,7 +62,7 @@ def small_set(tmp_path_factory):
     table = pd.DataFrame(rows)
     images = root / "images.csv"
     table.to_csv(images, index=False)
-    local = [describe_image(path, DESCRIPTORS) for path in table["path"]]
+    local = [image_descriptors_with(path, DESCRIPTORS) for path in table["path"]]
     sample = np.concatenate([x for x, split in zip(local, table["split"]) if split == "train"])
     pca = fit_descriptor_pca(sample, n_components=D)
     pca.save(root / "pca.npz")

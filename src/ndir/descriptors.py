@@ -301,6 +301,15 @@ def image_descriptors(path, max_width=512, step=3, cell_sizes=(4, 6, 8, 10)):
     return dense_hog(image, step=step, cell_sizes=cell_sizes)
 
 
+
+def image_descriptors_with(path, params):
+    """:func:`image_descriptors` with a mapping of its parameters (``max_width``, ``step``,
+    ``cell_sizes``), as the config's ``descriptors`` and a codebook file store them."""
+    return image_descriptors(
+        path, max_width=params["max_width"], step=params["step"], cell_sizes=tuple(params["cell_sizes"])
+    )
+
+
 def _sift_normalise(descriptors):
     """In place: L2-normalise rows, clip at 0.2, L2-normalise again (Lowe 2004).
 

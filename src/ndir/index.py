@@ -43,10 +43,10 @@ import pandas as pd
 from . import __version__
 from .codebooks import FisherCodebook, VladCodebook
 from .data import IMAGE_SUFFIXES
-from .descriptors import image_descriptors
+from .descriptors import image_descriptors_with
 from .encoding import power_l2_normalise
 from .errors import NdirInputError
-from .projection import load_projector
+from .projection import load_projector, projection_cost
 
 logger = logging.getLogger(__name__)
 
@@ -188,12 +188,7 @@ class ImageEncoder:
         Raises NdirInputError (ImageReadError) if the file cannot be decoded or is
         too small for one descriptor.
         """
-        local = image_descriptors(
-            path,
-            max_width=self.descriptors["max_width"],
-            step=self.descriptors["step"],
-            cell_sizes=tuple(self.descriptors["cell_sizes"]),
-        )
+        local = image_descriptors_with(path, self.descriptors)
         return power_l2_normalise(self.codebook.encode(local), alpha=self.alpha)
 
     def project(self, x):
@@ -605,23 +600,24 @@ def describe(path):
         U, meta = load_projector(path)
         D, R = U.shape
         per_column = np.diff(U.indptr)
+        cost = projection_cost(U)
         return {
             "file": str(path),
             "type": "projector",
             "R": R,
             "tau": meta.get("sparsity"),
-            "non-zeros": int(U.nnz),
+            "non-zeros": cost["nnz"],
             "non-zeros per column": (
                 int(per_column[0])
                 if per_column.min() == per_column.max()
                 else f"{per_column.min()}..{per_column.max()}"
             ),
-            "density": round(U.nnz / (D * R), 6),
+            "density": round(cost["nnz"] / (D * R), 6),
             "signature": meta.get("signature", "unknown"),
             "D": D,
-            "bytes dense": D * R * 4,
-            "bytes CSC": U.nnz * (4 + 4) + (R + 1) * 4,
-            "multiply-adds per image": int(U.nnz),
+            "bytes dense": cost["bytes_dense"],
+            "bytes CSC": cost["bytes_sparse"],
+            "multiply-adds per image": cost["madds_sparse"],
             "training": {
                 key: value
                 for key, value in meta.items()

@@ -5,7 +5,8 @@ import logging
 import numpy as np
 
 from .. import codebooks
-from .common import atomic_output, describe_image, read_image_table
+from ..descriptors import image_descriptors_with
+from .common import atomic_output, read_image_table
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,7 @@ def sample_descriptors(images, sample, per_image, seed, descriptors):
     rng = np.random.default_rng(seed)
     parts = []
     for path in train["path"]:
-        local = describe_image(path, descriptors)
+        local = image_descriptors_with(path, descriptors)
         take = min(per_image, len(local))
         parts.append(local[rng.choice(len(local), size=take, replace=False)])
     stacked = np.concatenate(parts).astype(np.float32, copy=False)

@@ -16,7 +16,6 @@ import pandas as pd
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from ..descriptors import image_descriptors
 from ..errors import NdirInputError, ResultFileError
 
 logger = logging.getLogger(__name__)
@@ -199,14 +198,6 @@ def check_shard_order(images, image_ids, what, rule):
     table = read_image_table(images)
     if not np.array_equal(np.concatenate(image_ids), table["image_id"].to_numpy(dtype=str)):
         raise ResultFileError(f"{images}: the {what} shards do not match the image table; rerun {rule}")
-
-
-def describe_image(path, params):
-    """Local descriptors of one image file, (n, 128) float32, with the workflow's
-    descriptor ``params`` (``max_width``, ``step``, ``cell_sizes``)."""
-    return image_descriptors(
-        path, max_width=params["max_width"], step=params["step"], cell_sizes=tuple(params["cell_sizes"])
-    )
 
 
 def signature_name(path):

@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import comparison, report
 from ..codebooks import DescriptorPCA
+from ..descriptors import image_descriptors_with
 from ..encoding import gmm_posteriors
 from ..errors import DatasetError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
@@ -34,7 +35,6 @@ from ..jcf import JCF, second_order_gram, subsample_descriptors
 from .common import (
     atomic_output,
     check_shard_order,
-    describe_image,
     read_image_table,
     shard_rows,
     table_caption,
@@ -72,7 +72,7 @@ def shard_features(paths, rows, pca, per_image, seed, descriptors):
     paths : image files; rows : their rows in the image table (the subsample's keys).
     pca : :class:`ndir.codebooks.DescriptorPCA`, the one every Fisher codebook holds.
     per_image, seed : see :func:`ndir.jcf.subsample_descriptors`.
-    descriptors : the workflow's descriptor parameters (:func:`describe_image`).
+    descriptors : the workflow's descriptor parameters (:func:`ndir.descriptors.image_descriptors_with`).
 
     Returns
     -------
@@ -81,7 +81,7 @@ def shard_features(paths, rows, pca, per_image, seed, descriptors):
     """
     parts = []
     for path, row in zip(paths, rows):
-        local = describe_image(path, descriptors)
+        local = image_descriptors_with(path, descriptors)
         if len(local) == 0:
             raise DatasetError(f"{path}: no local descriptor (image smaller than a HOG cell?); remove it")
         (sample,) = subsample_descriptors([local], per_image, seed, keys=[int(row)])

@@ -12,6 +12,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import bovw, comparison, report
+from ..descriptors import image_descriptors_with
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import holidays_map, map_from_scores
@@ -21,7 +22,6 @@ from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
 from .common import (
     atomic_output,
     check_shard_order,
-    describe_image,
     read_image_table,
     read_shard,
     signature_name,
@@ -54,7 +54,7 @@ def encode_bovw_shard(images, vocabulary, counts, shard, n_shards, descriptors):
     model = bovw.VisualVocabulary.load(vocabulary)
     rows = []
     for i, path in enumerate(part["path"]):
-        rows.append(sp.csr_array(model.encode(describe_image(path, descriptors))[None, :]))
+        rows.append(sp.csr_array(model.encode(image_descriptors_with(path, descriptors))[None, :]))
         if (i + 1) % 25 == 0:
             logger.info("bovw shard %d: %d / %d images", shard, i + 1, len(part))
     matrix = sp.vstack(rows, format="csr") if rows else sp.csr_array((0, model.n_words), dtype=np.float32)

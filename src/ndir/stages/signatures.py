@@ -5,9 +5,10 @@ import logging
 import numpy as np
 
 from ..codebooks import encode_image
+from ..descriptors import image_descriptors_with
 from ..encoding import power_l2_normalise
 from ..index import load_codebook
-from .common import atomic_output, check_shard_order, describe_image, read_shard, signature_name
+from .common import atomic_output, check_shard_order, read_shard, signature_name
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descript
     models = {signature_name(path): load_codebook(path)[0] for path in codebooks}
     out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
     for i, path in enumerate(part["path"]):
-        for name, signature in encode_image(describe_image(path, descriptors), models).items():
+        for name, signature in encode_image(image_descriptors_with(path, descriptors), models).items():
             out[name][i] = signature
         if (i + 1) % 25 == 0:
             logger.info("shard %d: %d / %d images", shard, i + 1, len(part))
