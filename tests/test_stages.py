@@ -274,3 +274,23 @@ def test_table_stem_is_the_stem_of_the_three_declared_files():
     assert table_stem(files) == Path("results/tables/table2")
     with pytest.raises(ValueError, match="table2.tex"):
         table_stem(files[:2] + ["results/tables/table2.pdf"])
+
+
+def test_an_unknown_soml_variant_is_refused_before_training(tmp_path):
+    """The variant picks the estimator and the method's name: an unknown one names
+    the config key at once, instead of a KeyError after the whole training."""
+    from ndir.stages.seeds import SOML_VARIANTS, train_soml
+
+    assert set(SOML_VARIANTS) == {"tg", "da", "da-algorithm2"}
+    with pytest.raises(ConfigError, match=r"seeds.soml: variant 'dual' is none of"):
+        train_soml(
+            images=tmp_path / "images.csv",
+            signatures=tmp_path / "fv-8.npy",
+            model=tmp_path / "model.npz",
+            record=tmp_path / "record.json",
+            variant="dual",
+            options={},
+            negatives_per_pair=1,
+            epochs=1,
+            seed=0,
+        )

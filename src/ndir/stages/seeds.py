@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from .. import bovw, comparison, report
 from ..descriptors import image_descriptors_with
 from ..encoding import l2_normalise_rows
-from ..errors import ResultFileError
+from ..errors import ConfigError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
 from ..projection import PCAProjection, load_projector, projection_cost
 from ..similarity_matrix import SparseSimilarityMatrix
@@ -145,6 +145,16 @@ def evaluate_tfidf(images, counts, record):
     logger.info("tf-idf: %s", result)
 
 
+#: The SOML variants the workflow runs: estimator and the method's name in the
+#: comparison ("da-algorithm2" is SOML-DA's literal Algorithm 2 update, an option of
+#: the same estimator; workflow/rules/common.smk's soml_options passes it).
+SOML_VARIANTS = {
+    "tg": (SOMLTruncatedGradient, "SOML-TG"),
+    "da": (SOMLDualAveraging, "SOML-DA"),
+    "da-algorithm2": (SOMLDualAveraging, "SOML-DA (Alg. 2)"),
+}
+
+
 def train_soml(images, signatures, model, record, variant, options, negatives_per_pair, epochs, seed):
     """Learn a SOML diagonal metric (Gao et al. 2014) on the training split; record its test mAP.
 
@@ -152,7 +162,9 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     averaging, the two readings of ``SOMLDualAveraging.update``) with the ``options``
     of its estimator. Writes the weights (``.npz``) and a comparison record.
     """
-    estimator_class = SOMLTruncatedGradient if variant == "tg" else SOMLDualAveraging
+    if variant not in SOML_VARIANTS:
+        raise ConfigError(f"seeds.soml: variant {variant!r} is none of {sorted(SOML_VARIANTS)}")
+    estimator_class, method = SOML_VARIANTS[variant]
     splits = _learning_splits(images, signatures)
     X_train, groups_train, _ = splits["train"]
     estimator = estimator_class(**options, negatives_per_pair=negatives_per_pair, n_epochs=epochs, random_state=seed)
@@ -164,7 +176,7 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     mapped = estimator.transform(Q)
     name = "tfidf" if str(signatures).endswith(".npz") else signature_name(signatures)
     result = {
-        "method": {"tg": "SOML-TG", "da": "SOML-DA", "da-algorithm2": "SOML-DA (Alg. 2)"}[variant],
+        "method": method,
         "signature": name,
         "query_dims": comparison.mean_nonzeros(mapped),
         "model_bytes": int(estimator.model_bytes_),

@@ -109,7 +109,7 @@ def train_sparse_projector(
         line_search=line_search,
         callback=record,
         callback_every=eval_every,
-        n_jobs=1,
+        n_jobs=1,  # the rule's threads: 1; trainings run side by side, one per core
         random_state=seed,
     )
     start = time.perf_counter()
