@@ -119,6 +119,15 @@ def convergence_signature():
     return f"{encoding}-{max(config['signatures']['codebook_sizes'])}"
 
 
+def retrievals_projector():
+    """The sparse projector the retrievals figure shows beside PCA and the full
+    signature: the convergence signature's at R = 32 (else the smallest R) and the
+    highest tau, where the paper's Fig. 4 shows the largest gain."""
+    dims = config["sparse"]["dims"]
+    R = 32 if 32 in dims else min(dims)
+    return sparse_run(convergence_signature(), R, max(config["sparse"]["sparsity"])) + ".npz"
+
+
 def table2_histories():
     return [
         sparse_run(name, R, tau) + ".csv"

@@ -2,13 +2,7 @@ rule retrievals_figure:
     input:
         images="results/data/images.csv",
         signatures=f"results/signatures/{convergence_signature()}.npy",
-        # The sparse projector at R = 32 (else the smallest R) and the highest tau.
-        projector=sparse_run(
-            convergence_signature(),
-            32 if 32 in config["sparse"]["dims"] else min(config["sparse"]["dims"]),
-            max(config["sparse"]["sparsity"]),
-        )
-        + ".npz",
+        projector=retrievals_projector(),
     output:
         png=report(
             "results/figures/retrievals.png",
