@@ -41,9 +41,10 @@ def codebook_files():
     return [f"results/codebooks/{name}.npz" for name in signature_names()]
 
 
-def shard_files():
+def shard_files(stem="results/signatures/shards/"):
+    """The ``signatures.shards`` files ``<stem><s>.npz`` of a per-shard rule."""
     n_shards = config["signatures"]["shards"]
-    return [f"results/signatures/shards/{s}.npz" for s in range(n_shards)]
+    return [f"{stem}{s}.npz" for s in range(n_shards)]
 
 
 def dataset_images(wildcards):
@@ -125,7 +126,10 @@ def retrievals_projector():
     highest tau, where the paper's Fig. 4 shows the largest gain."""
     dims = config["sparse"]["dims"]
     R = 32 if 32 in dims else min(dims)
-    return sparse_run(convergence_signature(), R, max(config["sparse"]["sparsity"])) + ".npz"
+    return (
+        sparse_run(convergence_signature(), R, max(config["sparse"]["sparsity"]))
+        + ".npz"
+    )
 
 
 def table2_histories():
@@ -145,8 +149,9 @@ def cost_projectors():
     ]
 
 
-def cost_histories():
-    return [path.removesuffix(".npz") + ".csv" for path in cost_projectors()]
+def histories(projectors):
+    """The training history ``.csv`` beside each projector ``.npz``."""
+    return [path.removesuffix(".npz") + ".csv" for path in projectors]
 
 
 def figure2_histories():
@@ -232,11 +237,6 @@ def soml_options(wildcards):
     return dict(config["seeds"]["soml"][wildcards.variant])
 
 
-def bovw_shard_files():
-    n_shards = config["signatures"]["shards"]
-    return [f"results/signatures/shards/bovw-{s}.npz" for s in range(n_shards)]
-
-
 def seeds_records():
     """Records of the seeds comparison: tf-idf, the seeds' learners, the learned JCF
     models and the second-order baselines."""
@@ -272,11 +272,6 @@ def jcf_pooling_codebook(wildcards):
 def jcf_run_codebook(wildcards):
     """The Fisher codebook of a JCF run (none for K1, the factorised form)."""
     return _fisher_codebook_input(jcf_clusters(wildcards))
-
-
-def jcf_shard_files():
-    n_shards = config["signatures"]["shards"]
-    return [f"results/jcf/features/shards/{s}.npz" for s in range(n_shards)]
 
 
 def jcf_runs():
@@ -362,10 +357,6 @@ def comparison_projectors():
         for tau in config["sparse"]["sparsity"]
         for R in config["sparse"]["dims"]
     ]
-
-
-def comparison_histories():
-    return [path.removesuffix(".npz") + ".csv" for path in comparison_projectors()]
 
 
 def comparison_figure():

@@ -28,7 +28,7 @@ rule extract_jcf_features:
 rule gather_jcf_features:
     input:
         images="results/data/images.csv",
-        shards=jcf_shard_files(),
+        shards=shard_files("results/jcf/features/shards/"),
     output:
         features="results/jcf/features.npz",
     log:

@@ -49,7 +49,7 @@ rule encode_bovw_shard:
 rule gather_bovw:
     input:
         images="results/data/images.csv",
-        shards=bovw_shard_files(),
+        shards=shard_files("results/signatures/shards/bovw-"),
     output:
         counts="results/signatures/bovw.npz",
     log:
@@ -146,7 +146,7 @@ rule seeds_comparison:
         records=seeds_records(),
         signatures=comparison_signature_files(),
         projectors=comparison_projectors(),
-        histories=comparison_histories(),
+        histories=histories(comparison_projectors()),
     output:
         table=report_table("seeds_comparison"),
         figure=comparison_figure(),

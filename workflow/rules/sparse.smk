@@ -58,7 +58,7 @@ rule cost_table:
         images="results/data/images.csv",
         signatures=f"results/signatures/{convergence_signature()}.npy",
         projectors=cost_projectors(),
-        histories=cost_histories(),
+        histories=histories(cost_projectors()),
     output:
         table=report_table("costs"),
     log:
