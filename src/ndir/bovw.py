@@ -28,7 +28,8 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
-from ndir.codebooks import _read_npz, _write_npz, kmeans
+from ndir.codebooks import kmeans
+from ndir.model_files import read_model_file, write_model_file
 from ndir.errors import NdirInputError
 
 logger = logging.getLogger(__name__)
@@ -101,12 +102,12 @@ class VisualVocabulary:
 
     def save(self, path):
         """Write the vocabulary to the ``.npz`` file ``path`` (kind ``"bovw"``)."""
-        _write_npz(path, "bovw", centroids=self.centroids_, seed=self.seed, n_iter=self.n_iter, nprobe=self.nprobe)
+        write_model_file(path, "bovw", centroids=self.centroids_, seed=self.seed, n_iter=self.n_iter, nprobe=self.nprobe)
 
     @classmethod
     def load(cls, path):
         """Read a vocabulary written by :meth:`save`; NdirInputError if ``path`` is not one."""
-        arrays = _read_npz(path, "bovw", ["centroids", "seed", "n_iter", "nprobe"])
+        arrays = read_model_file(path, "bovw", ["centroids", "seed", "n_iter", "nprobe"])
         return cls(arrays["centroids"], int(arrays["seed"]), int(arrays["n_iter"]), int(arrays["nprobe"]))
 
 

@@ -18,7 +18,6 @@ file of the wrong kind is refused with a clear message.
 """
 
 import logging
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ from ndir.encoding import (
     vlad,
 )
 from ndir.errors import NdirInputError
+from ndir.model_files import read_model_file, write_model_file
 from ndir.projection.pca import largest_entry_positive, top_eigenpairs
 
 logger = logging.getLogger(__name__)
@@ -108,45 +108,6 @@ def _scatter(X, center):
     return scatter
 
 
-def _write_npz(path, kind, **arrays):
-    # Through a file object so that numpy does not append ".npz" to the name.
-    with open(path, "wb") as handle:
-        np.savez(handle, kind=np.array(kind), **arrays)
-
-
-def _read_npz(path, kind, keys):
-    """The arrays ``keys`` of the ``.npz`` model file ``path`` of the given kind."""
-    what = {
-        "descriptor_pca": "descriptor PCA",
-        "vlad": "VLAD codebook",
-        "fv": "Fisher Vector codebook",
-        "bovw": "visual vocabulary",
-    }[kind]
-    try:
-        archive = np.load(path, allow_pickle=False)
-        if isinstance(archive, np.lib.npyio.NpzFile):
-            with archive:
-                arrays = {key: archive[key] for key in archive.files}
-        else:  # a bare .npy array
-            arrays = {}
-    except FileNotFoundError:
-        raise NdirInputError(f"{path}: no such file; fit the {what} first") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        raise NdirInputError(
-            f"{path}: not a {what}: numpy cannot read it as an .npz file"
-        ) from None
-    found = str(arrays["kind"]) if "kind" in arrays else "none"
-    if found != kind:
-        raise NdirInputError(
-            f"{path}: not a {what} (its kind is {found!r}, expected {kind!r}); "
-            "pass the file written by the matching fit rule"
-        )
-    missing = [key for key in keys if key not in arrays]
-    if missing:
-        raise NdirInputError(f"{path}: {what} file lacks {missing}; re-fit it")
-    return arrays
-
-
 @dataclass(frozen=True, eq=False)
 class DescriptorPCA:
     """PCA of local descriptors (the FV's reduction of HOG-128 to 80 dimensions).
@@ -173,7 +134,7 @@ class DescriptorPCA:
 
     def save(self, path):
         """Write the model to the ``.npz`` file ``path`` (kind ``"descriptor_pca"``)."""
-        _write_npz(
+        write_model_file(
             path,
             "descriptor_pca",
             mean=self.mean_,
@@ -184,7 +145,7 @@ class DescriptorPCA:
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; NdirInputError if ``path`` is not one."""
-        arrays = _read_npz(
+        arrays = read_model_file(
             path, "descriptor_pca", ["mean", "components", "explained_variance"]
         )
         return cls(arrays["mean"], arrays["components"], arrays["explained_variance"])
@@ -297,7 +258,7 @@ class VladCodebook:
 
     def save(self, path):
         """Write the codebook to the ``.npz`` file ``path`` (kind ``"vlad"``)."""
-        _write_npz(
+        write_model_file(
             path,
             "vlad",
             centroids=self.centroids_,
@@ -309,7 +270,7 @@ class VladCodebook:
     @classmethod
     def load(cls, path):
         """Read a codebook written by :meth:`save`; NdirInputError if ``path`` is not one."""
-        arrays = _read_npz(path, "vlad", ["centroids", "components", "seed", "n_iter"])
+        arrays = read_model_file(path, "vlad", ["centroids", "components", "seed", "n_iter"])
         return cls(
             arrays["centroids"],
             arrays["components"],
@@ -455,7 +416,7 @@ class FisherCodebook:
 
     def save(self, path):
         """Write the codebook and its PCA to the ``.npz`` file ``path`` (kind ``"fv"``)."""
-        _write_npz(
+        write_model_file(
             path,
             "fv",
             weights=self.weights_,
@@ -472,7 +433,7 @@ class FisherCodebook:
     def load(cls, path):
         """Read a codebook written by :meth:`save`; NdirInputError if ``path`` is not one."""
         keys = ["weights", "means", "variances", "pca_mean", "pca_components"]
-        arrays = _read_npz(
+        arrays = read_model_file(
             path, "fv", keys + ["pca_explained_variance", "seed", "n_iter"]
         )
         pca = DescriptorPCA(

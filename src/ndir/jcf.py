@@ -63,6 +63,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from ndir.data import holdout_mask
 from ndir.encoding import gmm_posteriors
 from ndir.evaluation import map_from_scores, recall_at_k
+from ndir.model_files import read_model_file, write_model_file
 
 LIFT_ELEMENTS = 2**21
 """Values of the lifted block ``g(x) ⊗ x`` (n_rows x K d) formed at once (8 MiB in float32)."""
@@ -880,16 +881,13 @@ class JCF(BaseEstimator):
             "holdout_groups": self.holdout_groups_.tolist(),
             "history": self.history_,
         }
-        with open(path, "wb") as handle:  # a file object: numpy appends no ".npz"
-            np.savez(handle, kind=np.array("jcf"), state=np.array(json.dumps(state)), **arrays)
+        write_model_file(path, "jcf", state=np.array(json.dumps(state)), **arrays)
 
     @classmethod
     def load(cls, path):
-        """Read a model written by :meth:`save` (ValueError naming ``path`` otherwise)."""
-        with np.load(path, allow_pickle=False) as archive:
-            if "kind" not in archive.files or str(archive["kind"]) != "jcf":
-                raise ValueError(f"{path}: not a JCF model file (written by JCF.save)")
-            arrays = {key: archive[key] for key in archive.files}
+        """Read a model written by :meth:`save` (:class:`~ndir.errors.NdirInputError`
+        naming ``path`` for a missing, unreadable or other file)."""
+        arrays = read_model_file(path, "jcf", ["U", "V", "state"])
         state = json.loads(str(arrays["state"]))
         model = cls(**state["params"])
         model.U_, model.V_ = arrays["U"], arrays["V"]
