@@ -68,6 +68,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..encoding import l2_normalise_rows
@@ -196,6 +197,24 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         D.
     """
 
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "sparsity": [Interval(Real, 0, 1, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_queries_per_step": [Interval(Integral, 1, None, closed="left")],
+        "margin": [Interval(Real, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "init": [StrOptions({"pca", "random"}), "array-like"],
+        "renormalize": ["boolean"],
+        "line_search": [StrOptions(set(LINE_SEARCHES))],
+        "normalize": ["boolean"],
+        "callback": [callable, None],
+        "callback_every": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [Interval(Integral, 1, None, closed="left"), Options(Integral, {-1}), None],
+        "random_state": ["random_state"],
+    }
+
     def __init__(
         self,
         n_components,
@@ -249,7 +268,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
+        self._validate_params()
         X, groups = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2)
         n_images, n_features = X.shape
         if self.n_components > n_features:
@@ -360,45 +379,6 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         n = self.n_iter_no_change
         return n is not None and len(step_sizes) >= n and not any(step_sizes[-n:])
 
-    def _check_params(self):
-        checks = [
-            ("n_components", _is_int(self.n_components) and self.n_components >= 1),
-            ("sparsity", _is_real(self.sparsity) and 0.0 <= self.sparsity < 1.0),
-            ("max_iter", _is_int(self.max_iter) and self.max_iter >= 0),
-            (
-                "n_queries_per_step",
-                _is_int(self.n_queries_per_step) and self.n_queries_per_step >= 1,
-            ),
-            ("margin", _is_real(self.margin) and self.margin >= 0.0),
-            ("tol", _is_real(self.tol) and self.tol >= 0.0),
-            (
-                "n_iter_no_change",
-                self.n_iter_no_change is None
-                or (_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1),
-            ),
-            ("callback", self.callback is None or callable(self.callback)),
-            (
-                "callback_every",
-                _is_int(self.callback_every) and self.callback_every >= 1,
-            ),
-            (
-                "n_jobs",
-                self.n_jobs is None
-                or (_is_int(self.n_jobs) and (self.n_jobs >= 1 or self.n_jobs == -1)),
-            ),
-            (
-                "init",
-                not isinstance(self.init, str) or self.init in ("pca", "random"),
-            ),
-            ("line_search", self.line_search in LINE_SEARCHES),
-        ]
-        for name, valid in checks:
-            if not valid:
-                raise ValueError(
-                    f"invalid {name}={getattr(self, name)!r}; see the "
-                    "SparseRankProjector docstring for the accepted values"
-                )
-
     def _initial_components(self, X, rng):
         """(D, R) float32 projectors to start from (Algorithm 1, first line)."""
         n_images, n_features = X.shape
@@ -427,12 +407,3 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         self.step_sizes_ = np.asarray(step_sizes)
         self.n_iter_ = len(step_sizes)
 
-
-def _is_int(value):
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
-def _is_real(value):
-    return (
-        isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value)
-    )
