@@ -168,6 +168,22 @@ def test_padded_rows_places_each_rows_values_in_order(dtype):
     np.testing.assert_array_equal(padded, expected)
 
 
+@pytest.mark.parametrize("k", [1, 3, 8, 25, 40])
+def test_smallest_sorted_are_the_first_of_a_full_sort(k):
+    """Each row's k smallest by increasing value, as the first k of a full argsort (one
+    row padded with inf, as the near entries are; finite values distinct, so their
+    indices must match too), by partition and sort when k is small against the width."""
+    rng = np.random.default_rng(k)
+    A = rng.permutation(np.arange(6 * 30, dtype=np.float64)).reshape(6, 30)
+    A[2, 5:] = np.inf
+    full = np.argsort(A, axis=1)[:, :k]
+    smallest = _line_search._smallest_sorted(A, k)
+    values = np.take_along_axis(A, smallest, axis=1)
+    assert np.array_equal(values, np.sort(A, axis=1)[:, :k])
+    finite = np.isfinite(values)
+    assert np.array_equal(smallest[finite], full[finite])
+
+
 def test_line_search_finds_minimum_and_refuses_ascent():
     mu = _line_search.golden_section_search(lambda m: (m - 3.0) ** 2 + 1.0, 10.0, 0.01)
     assert abs(mu - 3.0) < 3.0 * _line_search._SEARCH_RTOL
@@ -452,6 +468,39 @@ def test_bad_parameters_are_reported(params, message):
     X, groups, _ = grouped(5, 3, 30, noise=1.0, seed=6)
     with pytest.raises(ValueError, match=message):
         SparseRankProjector(**{"n_components": 3, **params}).fit(X, groups)
+
+
+def test_check_queries_takes_rows_or_a_mask_or_the_first_of_each_group():
+    """Query rows: None gives the first row of each group (rows 0, 2, 5 of groups
+    coded 0 0 1 1 1 2 2); an integer array is deduplicated and sorted; a boolean mask
+    over the rows gives its true rows."""
+    codes = np.array([0, 0, 1, 1, 1, 2, 2])
+    np.testing.assert_array_equal(_ranking.check_queries(codes, None), [0, 2, 5])
+    np.testing.assert_array_equal(_ranking.check_queries(codes, np.array([6, 1, 3, 1])), [1, 3, 6])
+    np.testing.assert_array_equal(_ranking.check_queries(codes, [4, 0]), [0, 4])
+    mask = np.array([False, True, False, False, True, True, False])
+    np.testing.assert_array_equal(_ranking.check_queries(codes, mask), [1, 4, 5])
+
+
+@pytest.mark.parametrize(
+    "queries, message",
+    [
+        (np.array([0, 7]), r"query rows must lie in \[0, 7\)"),
+        (np.array([-1, 2]), r"query rows must lie in \[0, 7\)"),
+        (np.array([0.0, 2.0]), "got dtype float64, shape \\(2,\\)"),
+        (np.array([[0, 2]]), "got dtype int64, shape \\(1, 2\\)"),
+        (np.ones(6, dtype=bool), "boolean mask over the rows of X"),  # one row short
+        (np.array(["0", "2"]), "array of row indices"),
+        (np.zeros(7, dtype=bool), "no training query"),
+        (np.array([], dtype=np.int64), "no training query"),
+    ],
+)
+def test_check_queries_rejects_bad_query_sets(queries, message):
+    """Out-of-range rows, a dtype or shape that is neither row indices nor a mask over
+    the 7 rows, and an empty set are refused with a message saying which."""
+    codes = np.array([0, 0, 1, 1, 1, 2, 2])
+    with pytest.raises(ValueError, match=message):
+        _ranking.check_queries(codes, queries)
 
 
 def test_bad_groups_are_reported():
@@ -787,3 +836,44 @@ def test_step_reports_the_objective_before_the_l0_projection(line_search):
     X64 = X.astype(np.float64)
     expected = brute_force_losses(X64, U - mu * X64.T @ B, groups, query_rows, 1e-3)
     np.testing.assert_allclose(unprojected, expected.sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("line_search", ["projected", "dense"])
+def test_sparse_products_over_several_blocks_of_images(line_search, monkeypatch):
+    """The sparse X U (Descent.product) and X C (sparse_rows_product) read X^T in
+    blocks of _SPARSE_IMAGES images: with blocks of 5 of the 24 training images (a last
+    one of 4), both equal the float64 products computed densely (the block split only
+    changes which images a product covers, not the sums), and the Y of the initial l0
+    projection is X P_M(U0) (brute-force projection)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_descent, "_SPARSE_IMAGES", 5)
+    X, groups, query_rows, U0, problem, _ = line_problem(8, 200, 6, 7, [0])
+    X64 = X.astype(np.float64)
+    n_keep = 12  # 6 % of D = 200: below SPARSE_DENSITY_MAX, the sparse product
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, n_keep, True, line_search, pool, 2)
+        assert descent.sparse_product and len(descent.XT_blocks) == 5
+        assert [block.shape[1] for block in descent.XT_blocks] == [5, 5, 5, 5, 4]
+        start = brute_force_projection(U0.astype(np.float64), n_keep, True)
+        np.testing.assert_allclose(descent.Y, X64 @ start, rtol=1e-5, atol=1e-6)
+
+        rng = np.random.default_rng(11)
+        kept = np.sort(np.stack([rng.choice(200, 9, replace=False) for _ in range(6)]), axis=1)
+        values = rng.standard_normal((6, 9)).astype(np.float32)
+        V = np.zeros((200, 6))
+        for r in range(6):
+            V[kept[r], r] = values[r]
+        np.testing.assert_allclose(descent.product(kept, values), X64 @ V, rtol=1e-5, atol=1e-6)
+
+        CT = sp.random(6, 200, density=0.05, random_state=12, format="csr", dtype=np.float32)
+        assert CT.nnz <= _descent.SPARSE_DENSITY_MAX * CT.shape[0] * CT.shape[1]
+        C = CT.toarray().T.astype(np.float64)
+        np.testing.assert_allclose(descent.sparse_rows_product(CT), X64 @ C, rtol=1e-5, atol=1e-6)
+
+        # The same products with a single block of all 24 images.
+        single = _descent.Descent.__new__(_descent.Descent)
+        single.__dict__.update(descent.__dict__)
+        single.XT_blocks = [np.ascontiguousarray(X.T)]
+        np.testing.assert_allclose(single.product(kept, values), descent.product(kept, values), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(single.sparse_rows_product(CT), descent.sparse_rows_product(CT), rtol=1e-6, atol=1e-7)

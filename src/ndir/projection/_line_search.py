@@ -122,6 +122,23 @@ def padded_rows(counts, values, width, fill):
     return padded
 
 
+def _smallest_sorted(A, k):
+    """Column indices of the ``k`` smallest values of each row of A, by increasing value
+    (all of them when a row has at most k): ``argsort(A, axis=1)[:, :k]`` up to the
+    order of equal values.
+
+    The trials compare only the first of each column's near entries, while the widest
+    column, which sets the padded width, can hold a hundred times the median (FV-512,
+    R = 256, tau = 0.9: median 29, 90th percentile 4,563): a partition, then a sort of
+    the k, instead of sorting whole rows.
+    """
+    if 2 * k >= A.shape[1]:
+        return np.argsort(A, axis=1)[:, :k]
+    smallest = np.argpartition(A, k - 1, axis=1)[:, :k]
+    order = np.argsort(np.take_along_axis(A, smallest, axis=1), axis=1)
+    return np.take_along_axis(smallest, order, axis=1)
+
+
 def line_objective(problem, selected, scores, Y, H, weights):
     """The selected queries' objective at ``U - mu G`` as a function of ``mu``.
 
@@ -400,8 +417,8 @@ class ProjectedLine:
             width = int(counts.max())
             # flat increases, so near_rows does: grouped by row, in order.
             padded = padded_rows(counts, np.abs(near_values), width + 1, np.inf)
-            by_size = np.argsort(padded, axis=1)
             n_compared = min(n_outside, width + 1)
+            by_size = _smallest_sorted(padded, n_compared + 1)
             near_sorted = np.take_along_axis(padded, by_size, axis=1)
             candidates = np.full((n_outputs, n_compared + 1), -np.inf)
             by_decreasing_slope, slope = self._largest_outside(n_compared)
