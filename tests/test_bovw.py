@@ -3,6 +3,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfTransformer
 
+from ndir import bovw
 from ndir.bovw import (
     VisualVocabulary,
     fit_visual_vocabulary,
@@ -20,7 +21,13 @@ def vocabulary():
     return VisualVocabulary(centroids, seed=0, n_iter=1, nprobe=inverted_file_lists(300))
 
 
-def test_assign_with_every_list_is_the_exact_nearest_word(vocabulary):
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_assign_with_every_list_is_the_exact_nearest_word(vocabulary, chunk, monkeypatch):
+    """Visiting every inverted list, the exact nearest word (brute force); with
+    chunk = 7 the 500 descriptors are searched in 72 calls (ASSIGN_CHUNK, a last one of
+    3), which must give the same words."""
+    if chunk is not None:
+        monkeypatch.setattr(bovw, "ASSIGN_CHUNK", chunk)
     rng = np.random.default_rng(1)
     X = rng.standard_normal((500, 16)).astype(np.float32)
     distances = ((X[:, None, :] - vocabulary.centroids_[None, :, :]) ** 2).sum(axis=2)

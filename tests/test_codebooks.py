@@ -14,6 +14,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from ndir import codebooks  # noqa: E402
 from ndir.codebooks import (  # noqa: E402
     DEAD_COMPONENT_MASS,
     WEIGHT_FLOOR,
@@ -28,7 +29,7 @@ from ndir.codebooks import (  # noqa: E402
     _m_step,
     gmm_em,
 )
-from ndir.encoding import fisher_vector, gmm_statistics  # noqa: E402
+from ndir.encoding import fisher_vector, gmm_statistics, nearest_centroids  # noqa: E402
 from ndir.errors import NdirInputError  # noqa: E402
 
 
@@ -57,7 +58,12 @@ def assert_same_axes_up_to_sign(P, Q, atol=1e-4):
     np.testing.assert_allclose(P * signs, Q, atol=atol)
 
 
-def test_descriptor_pca_equals_sklearn_up_to_sign():
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_descriptor_pca_equals_sklearn_up_to_sign(chunk, monkeypatch):
+    """With chunk = 7 the covariance's scatter is summed over 72 blocks of rows
+    (SCATTER_CHUNK), which must not change the PCA."""
+    if chunk is not None:
+        monkeypatch.setattr(codebooks, "SCATTER_CHUNK", chunk)
     rng = np.random.default_rng(0)
     X = (correlated(rng, 500, 12, np.linspace(4.0, 0.1, 12)) + 3.0).astype(np.float32)
     pca = fit_descriptor_pca(X, n_components=5)
@@ -73,6 +79,43 @@ def test_descriptor_pca_equals_sklearn_up_to_sign():
     Y = pca.transform(X)
     assert Y.dtype == np.float32 and Y.shape == (500, 5)
     assert_same_axes_up_to_sign(Y, reference.transform(X.astype(np.float64)), atol=1e-3)
+
+
+def test_scatter_over_row_blocks_equals_the_float64_scatter(monkeypatch):
+    """_scatter accumulates sum_i (x_i - c)(x_i - c)^T over blocks of SCATTER_CHUNK
+    rows in float64: with blocks of 7 rows (a last one of 3 of 500) it equals the
+    single-block sum (and a plain loop's) to float64 rounding."""
+    rng = np.random.default_rng(20)
+    X = (correlated(rng, 500, 6, np.linspace(3.0, 0.5, 6)) + 2.0).astype(np.float32)
+    center = rng.normal(size=6)
+    R = X.astype(np.float64) - center
+    expected = sum(np.outer(r, r) for r in R)
+    single = codebooks._scatter(X, center)
+    monkeypatch.setattr(codebooks, "SCATTER_CHUNK", 7)
+    blocks = codebooks._scatter(X, center)
+    np.testing.assert_allclose(blocks, single, rtol=1e-12)
+    np.testing.assert_allclose(blocks, expected, rtol=1e-12)
+
+
+def test_nearest_centroids_ties_go_to_the_lower_index():
+    """nearest_centroids (ndir.encoding, the assignment of the VLAD codebook and of
+    fit_cluster_pca) documents that equidistant centroids go to the lower index.
+    Integer coordinates make every float32 distance exact, so ties are exact:
+    x = (1, 1) is 4 away (squared) from (3, 1), (-1, 1) and (1, 3), at rows 2, 0, 3
+    here, and farther from (5, 5) at row 1: label 0. Against a brute-force argmin
+    (first index on ties) of the exact squared distances, over every point of a grid,
+    in blocks of 5 descriptors and in one."""
+    centroids = np.array([[-1, 1], [5, 5], [3, 1], [1, 3], [3, 1]], dtype=np.float32)
+    assert nearest_centroids(np.array([[1, 1]], dtype=np.float32), centroids)[0] == 0
+    # (3, 1) is both row 2 and row 4: row 2.
+    assert nearest_centroids(np.array([[3, 1]], dtype=np.float32), centroids)[0] == 2
+    grid = np.array([[a, b] for a in range(-2, 7) for b in range(-1, 7)], dtype=np.float32)
+    distances = ((grid[:, None, :].astype(np.int64) - centroids[None].astype(np.int64)) ** 2).sum(axis=2)
+    expected = distances.argmin(axis=1)  # numpy: the first of equal minima
+    n_ties = int(np.sum((distances == distances.min(axis=1, keepdims=True)).sum(axis=1) > 1))
+    assert n_ties > 10
+    np.testing.assert_array_equal(nearest_centroids(grid, centroids), expected)
+    np.testing.assert_array_equal(nearest_centroids(grid, centroids, chunk_size=5), expected)
 
 
 def test_cluster_pca_axes_are_the_svd_of_each_cluster_residuals():

@@ -507,6 +507,69 @@ def test_embedded_windows_do_not_overlap(windows_set):
         assert 0.3 < row.coverage <= 0.96
 
 
+def convex_quad_area(quad):
+    """Area of a convex quadrilateral (4, 2) as two triangles split along the
+    diagonal 0-2 (half the cross product's magnitude each); asserts convexity (the
+    turns at the four corners have one sign)."""
+    q = np.asarray(quad, dtype=np.float64)
+
+    def cross(u, v):
+        return u[0] * v[1] - u[1] * v[0]
+
+    turns = [cross(q[(i + 1) % 4] - q[i], q[(i + 2) % 4] - q[(i + 1) % 4]) for i in range(4)]
+    assert all(t > 0 for t in turns) or all(t < 0 for t in turns)
+    return 0.5 * (abs(cross(q[1] - q[0], q[2] - q[0])) + abs(cross(q[2] - q[0], q[3] - q[0])))
+
+
+def test_embedded_coverage_is_the_quads_area_over_the_windows(windows_set):
+    """``coverage`` is the area of the view's source quadrilateral over the window's:
+    recomputed from the written corners (rounded to 0.01 px, hence the tolerance),
+    as two triangles, for every view of the set."""
+    _, table = windows_set
+    for row in table.itertuples():
+        quad = [[float(v) for v in corner.split(",")] for corner in row.quad.split(";")]
+        window = (row.window_x1 - row.window_x0) * (row.window_y1 - row.window_y0)
+        assert row.coverage == pytest.approx(convex_quad_area(quad) / window, rel=1e-3)
+
+
+@pytest.mark.parametrize("is_query", [True, False])
+def test_sampled_geometry_coverage_hand_worked(is_query):
+    """From _sample_geometry's own (unrounded) corners: coverage = area / window area,
+    the area as two triangles. A query's crop has no perspective: a rotated rectangle
+    of the returned sides, so its area is also rect_w x rect_h."""
+    box = (40, 10, 440, 310)  # 400 x 300 window
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        quad, rect_w, rect_h, params = embedded._sample_geometry(box, is_query, rng)
+        area = convex_quad_area(quad)
+        assert params["coverage"] == pytest.approx(area / (400 * 300), rel=1e-12)
+        if is_query:
+            assert params["perspective"] == 0.0
+            assert area == pytest.approx(rect_w * rect_h, rel=1e-9)
+            sides = np.linalg.norm(np.roll(quad, -1, axis=0) - quad, axis=1)
+            np.testing.assert_allclose(sides, [rect_w, rect_h, rect_w, rect_h], rtol=1e-9)
+
+
+def test_tone_curve_identity_and_hand_worked():
+    """_tone_curve's (256, 1, 3) BGR look-up table: gains 1, contrast 1, brightness 0
+    and gamma 1 leave every level unchanged (the identity). Hand-worked: gamma 2 maps
+    128 to 255 (128/255)^2 = 64.25 -> 64; contrast 2 about 128 maps 100 to 72 and
+    clips 200 (272) to 255 and 50 (-28) to 0; gain_b = .5 maps 200 to 100 in blue
+    only; brightness +10 maps 250 to 255 (clipped) and 0 to 10. Applied with cv2.LUT,
+    channel 0 of the image (blue) follows gain_b."""
+    identity = {"gain_b": 1.0, "gain_g": 1.0, "gain_r": 1.0, "contrast": 1.0, "brightness": 0.0, "gamma": 1.0}
+    lut = embedded._tone_curve(identity)
+    assert lut.shape == (256, 1, 3) and lut.dtype == np.uint8
+    np.testing.assert_array_equal(lut[:, 0, :], np.repeat(np.arange(256)[:, None], 3, axis=1))
+    assert embedded._tone_curve(identity | {"gamma": 2.0})[[0, 128, 255], 0, 1].tolist() == [0, 64, 255]
+    assert embedded._tone_curve(identity | {"contrast": 2.0})[[50, 100, 200], 0, 2].tolist() == [0, 72, 255]
+    assert embedded._tone_curve(identity | {"brightness": 10.0})[[0, 250], 0, 0].tolist() == [10, 255]
+    gained = embedded._tone_curve(identity | {"gain_b": 0.5})
+    assert gained[200, 0].tolist() == [100, 200, 200]
+    image = np.full((2, 3, 3), 200, dtype=np.uint8)
+    assert cv2.LUT(image, gained)[0, 0].tolist() == [100, 200, 200]
+
+
 def test_embedded_plan_at_capacity_and_overlap():
     photos = embedded.shipped_photos()
     capacity = embedded.max_groups(photos)

@@ -225,3 +225,24 @@ def test_bootstrap_interval_hand_worked_and_against_scipy():
     assert bootstrap_interval(ap) == bootstrap_interval(ap)  # seeded
     with pytest.raises(ValueError, match="level"):
         bootstrap_interval(ap, level=95)
+
+
+def test_bootstrap_interval_at_other_levels_hand_worked():
+    """APs [0, 1, 1]: a resample's mean is 1 - Z / 3 with Z ~ Binomial(3, 1/3) zeros
+    drawn: P(mean = 0) = 1/27, P(1/3) = 6/27, P(2/3) = 12/27, P(1) = 8/27, so the CDF
+    is .037, .259, .704, 1. Level .5 takes the 25th and 75th percentiles: 1/3 (the CDF
+    first passes .25 there) and 1 (.704 < .75). Level .3 (35th and 65th): 2/3 and 2/3.
+    Each boundary is at least 3 standard deviations of a 20,000-resample CDF away.
+    Against scipy's percentile bootstrap at level .5 on 40 uniform APs, too, and
+    narrower than the .95 interval, within it."""
+    assert bootstrap_interval([0.0, 1.0, 1.0], level=0.5, n_resamples=20000) == pytest.approx((1 / 3, 1.0))
+    assert bootstrap_interval([0.0, 1.0, 1.0], level=0.3, n_resamples=20000) == pytest.approx((2 / 3, 2 / 3))
+    ap = np.random.default_rng(6).uniform(size=40)
+    reference = stats.bootstrap(
+        (ap,), np.mean, n_resamples=20000, method="percentile", confidence_level=0.5, random_state=2
+    )
+    low, high = bootstrap_interval(ap, level=0.5, n_resamples=20000)
+    assert low == pytest.approx(reference.confidence_interval.low, abs=0.005)
+    assert high == pytest.approx(reference.confidence_interval.high, abs=0.005)
+    wide_low, wide_high = bootstrap_interval(ap, level=0.95, n_resamples=20000)
+    assert wide_low < low < ap.mean() < high < wide_high

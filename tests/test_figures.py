@@ -7,7 +7,8 @@ from PIL import Image
 
 from ndir.evaluation import holidays_map
 from ndir.figures import FRAME_COLOURS, QUERY_COLOUR, frame_colour, retrievals_figure, thumbnail
-from ndir.projection import save_projector
+from ndir.encoding import l2_normalise_rows
+from ndir.projection import PCAProjection, load_projector, save_projector
 from ndir.stages import report
 
 GREEN, RED, GREY = FRAME_COLOURS[True], FRAME_COLOURS[False], FRAME_COLOURS[None]
@@ -195,15 +196,29 @@ def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp
     query_of = {row.path: row.group for row in test[test["is_query"]].itertuples()}
     blocks = drawn[0]
     assert len(blocks) == 3
+    # Each method's AP of a query is its per-query Holidays AP (holidays_map) under
+    # that method's test signatures: full, PCA fitted on the training split, and the
+    # projector's (a selection of 4 coordinates here), reduced ones L2-normalised.
+    X = np.load(signatures)
+    train_rows, test_rows = (table["split"] == "train").to_numpy(), (table["split"] == "test").to_numpy()
+    U = load_projector(projector)[0].toarray()
+    X_test, test_groups, test_queries = X[test_rows], test["group"].to_numpy(), test["is_query"].to_numpy()
+    pca = PCAProjection(n_components=4).fit(X[train_rows])
+    expected_ap = {
+        name: holidays_map(Y, test_groups, test_queries, return_per_query=True)[1]
+        for name, Y in (("full", X_test), ("PCA", pca.transform(X_test)), ("sparse", l2_normalise_rows(X_test @ U)))
+    }
+    query_paths = test.loc[test["is_query"], "path"].tolist()
     assert [m["name"].split("\n")[0] for m in blocks[0]["methods"]] == ["FV-4", "PCA", "sparse rank"]
     assert [b["query"] for b in blocks] == [p for p in test["path"] if p in query_of and p in {b["query"] for b in blocks}]
     failures = 0
     for block in blocks:
         group = query_of[block["query"]]
-        for method in block["methods"]:
+        q = query_paths.index(block["query"])
+        for method, name in zip(block["methods"], ("full", "PCA", "sparse")):
             assert len(method["results"]) == 5 and block["query"] not in method["results"]
             assert method["relevant"] == [group_of[p] == group for p in method["results"]]
-            assert 0 <= method["ap"] <= 1
+            assert method["ap"] == pytest.approx(expected_ap[name][q], abs=1e-6)
             failures += sum(method["relevant"]) < 2  # 2 near duplicates, room for 5
     assert failures > 0
     # Same seed, same queries; another seed may pick others but still a failure.

@@ -110,8 +110,9 @@ def test_initialisation_gives_unit_rms_pooled_features(n_shared):
     assert np.sqrt(np.mean(z**2)) == pytest.approx(1.0, rel=1e-9)
 
 
-def plain_second_order(features, posteriors):
-    """C_k = mean_x h_k x x^T by loops; signed sqrt; triangle with sqrt(2) off-diagonal; L2."""
+def plain_second_order(features, posteriors, eps=0.0):
+    """C_k = mean_x h_k x x^T by loops; signed sqrt (smoothed by ``eps``:
+    sign(c) (sqrt(|c| + eps) - sqrt(eps))); triangle with sqrt(2) off-diagonal; L2."""
     out = []
     for X, H in zip(features, posteriors):
         n, d = X.shape
@@ -123,7 +124,7 @@ def plain_second_order(features, posteriors):
                 for a in range(d):
                     for b in range(d):
                         C[a, b] += H[t, k] * X[t, a] * X[t, b] / n
-            C = np.sign(C) * np.sqrt(np.abs(C))
+            C = np.sign(C) * (np.sqrt(np.abs(C) + eps) - np.sqrt(eps))
             for a in range(d):
                 for b in range(a, d):
                     vector.append(C[a, b] if a == b else np.sqrt(2) * C[a, b])
@@ -166,6 +167,43 @@ def test_triangle_weights_give_frobenius_product():
     A, B = A + A.T, B + B.T
     rows, cols, weights = jcf.triangle_layout(5)
     assert (weights * A[rows, cols]) @ (weights * B[rows, cols]) == pytest.approx(np.sum(A * B))
+
+
+def test_second_order_baselines_with_smoothed_square_root_match_loops():
+    """sqrt_eps > 0: every entry c of C (C_k) goes through sign(c)(sqrt(|c| + eps) -
+    sqrt(eps)) before the sqrt(2) weights and the L2 normalisation, in the signatures
+    and in the Gram matrix accumulated without them (eps = 0.05, of the order of the
+    entries here, so that the smoothing changes the result visibly)."""
+    rng = np.random.default_rng(14)
+    features, posteriors = random_images(rng, 4, 3, 2)
+    ones = [np.ones((len(X), 1)) for X in features]
+    eps = 0.05
+    plain = plain_second_order(features, ones, eps)
+    codebook = plain_second_order(features, posteriors, eps)
+    np.testing.assert_allclose(second_order_pooling(features, sqrt_eps=eps), plain, atol=1e-6)
+    np.testing.assert_allclose(codebook_second_order_pooling(features, posteriors, sqrt_eps=eps), codebook, atol=1e-6)
+    np.testing.assert_allclose(second_order_gram(features, sqrt_eps=eps), plain @ plain.T, atol=1e-6)
+    np.testing.assert_allclose(second_order_gram(features, posteriors, sqrt_eps=eps), codebook @ codebook.T, atol=1e-6)
+    assert np.abs(plain - plain_second_order(features, ones)).max() > 1e-2  # eps matters
+
+
+def test_second_order_gram_of_a_zero_signature_is_zero():
+    """An image whose features are all zero has C = 0, a zero signature: its row and
+    column of the Gram matrix, diagonal included, are 0 (as documented), not NaN; the
+    other images' cosines are unchanged."""
+    rng = np.random.default_rng(15)
+    features, posteriors = random_images(rng, 4, 3, 2)
+    features[2] = np.zeros_like(features[2])
+    others = [0, 1, 3]
+    kept = [features[i] for i in others]
+    for gram, Y in (
+        (second_order_gram(features), plain_second_order(kept, [np.ones((len(X), 1)) for X in kept])),
+        (second_order_gram(features, posteriors), plain_second_order(kept, [posteriors[i] for i in others])),
+    ):
+        assert np.all(np.isfinite(gram))
+        np.testing.assert_array_equal(gram[2], 0.0)
+        np.testing.assert_array_equal(gram[:, 2], 0.0)
+        np.testing.assert_allclose(gram[np.ix_(others, others)], Y @ Y.T, atol=1e-9)
 
 
 # --------------------------------------------------------------------------- gradients
@@ -254,6 +292,103 @@ def test_triplet_loss_gradient_and_value():
         return hardest_negative_triplet_loss(Y, groups, 0.5)[0]
 
     np.testing.assert_allclose(grad, central_difference(objective, Y), rtol=1e-6, atol=1e-8)
+
+
+def test_triplet_loss_tied_negatives_lowest_row_wins_hand_worked():
+    """Rows 2 and 3 (groups 1 and 2, no positives: negatives only) are the same vector,
+    so every anchor's hardest negative is a tie: row 2, the lowest, wins and takes the
+    whole gradient; row 3 gets none. y0 = (1, 0), y1 = (.6, .8), y2 = y3 = (.8, .6),
+    margin .5. Anchor 0 (positive 1): .5 - .6 + .8 = .7; anchor 1 (positive 0):
+    .5 - .6 + .96 = .86; loss (.7 + .86) / 2 = .78. With w = 1/2, D[0,1] = D[1,0] = -w,
+    D[0,2] = D[1,2] = +w; grad = (D + D^T) Y: row 0 -y1 + y2/2 = (-.2, -.5), row 1
+    -y0 + y2/2 = (-.6, .3), row 2 (y0 + y1)/2 = (.8, .4), row 3 zero."""
+    Y = np.array([[1.0, 0.0], [0.6, 0.8], [0.8, 0.6], [0.8, 0.6]])
+    groups = np.array([0, 0, 1, 2])
+    loss, grad, n_active, n_triplets = hardest_negative_triplet_loss(Y, groups, margin=0.5)
+    assert (n_active, n_triplets) == (2, 2)
+    assert loss == pytest.approx(0.78, abs=1e-12)
+    np.testing.assert_allclose(grad, [[-0.2, -0.5], [-0.6, 0.3], [0.8, 0.4], [0.0, 0.0]], atol=1e-12)
+    # The tie in the other order (rows 2 and 3 swapped between the groups): row 2 still wins.
+    loss, grad, _, _ = hardest_negative_triplet_loss(Y, np.array([0, 0, 2, 1]), margin=0.5)
+    assert loss == pytest.approx(0.78, abs=1e-12) and not grad[3].any() and grad[2].any()
+
+
+def test_triplet_loss_without_negatives_or_positives_hand_worked():
+    """A batch of one group: no anchor has a negative, so there is no triplet: loss 0,
+    zero gradient, counts 0. An image alone in its group has no positive: it is never
+    an anchor, only a negative. Groups [0, 0, 1]: anchors 0 and 1, both with row 2 as
+    their only (hence hardest) negative; y = (1, 0), (0, 1), (1, 0): anchor 0 hinge
+    .1 - 0 + 1 = 1.1, anchor 1 hinge .1 - 0 + 0 = .1: loss (1.1 + .1) / 2 = .6."""
+    rng = np.random.default_rng(16)
+    Y = rng.normal(size=(3, 4))
+    loss, grad, n_active, n_triplets = hardest_negative_triplet_loss(Y, np.zeros(3, dtype=int), margin=0.3)
+    assert (loss, n_active, n_triplets) == (0.0, 0, 0)
+    assert grad.shape == Y.shape and not grad.any()
+    Y = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    loss, grad, n_active, n_triplets = hardest_negative_triplet_loss(Y, np.array([0, 0, 1]), margin=0.1)
+    assert (n_active, n_triplets) == (2, 2) and loss == pytest.approx(0.6, abs=1e-12)
+    # D[0,1] = D[1,0] = -1/2, D[0,2] = D[1,2] = +1/2: grad row 0 = -y1 + y2/2 = (.5, -1),
+    # row 1 = -y0 + y2/2 = (-.5, 0), row 2 = (y0 + y1)/2 = (.5, .5).
+    np.testing.assert_allclose(grad, [[0.5, -1.0], [-0.5, 0.0], [0.5, 0.5]], atol=1e-12)
+
+
+@pytest.mark.parametrize("n_shared", [None, 2])
+def test_adam_steps_hand_computed(n_shared, monkeypatch):
+    """Two full-batch Adam steps (n_epochs = 2, batch_groups = None, no hold-out: the
+    last epoch is kept) with the loss-and-gradient function replaced by fixed
+    gradients g1 then g2 per parameter. Adam (beta1 = .9, beta2 = .999, eps = 1e-8),
+    bias-corrected, by hand: step 1 moves by lr * g1 / (|g1| + eps) (m_hat = g1,
+    v_hat = g1^2); step 2 by lr * m_hat / (sqrt(v_hat) + eps) with
+    m_hat = (.09 g1 + .1 g2) / (1 - .9^2), v_hat = (.000999 g1^2 + .001 g2^2) / (1 - .999^2).
+    The parameters passed to the second call, and the fitted U_, V_ (the columns of
+    Wu, Wv times sqrt(scale), scale also as passed), A_ and B_ must be those."""
+    rng = np.random.default_rng(17)
+    features, posteriors = random_images(rng, 6, 3, 4)
+    groups = np.repeat(np.arange(3), 2)
+    lr = 0.05
+    calls = []
+
+    def gradients(params, step):
+        # Fixed, distinct gradients: a sign pattern and a magnitude varying per entry.
+        out = {}
+        for index, (name, value) in enumerate(sorted(params.items())):
+            ramp = np.linspace(-2.0, 3.0, value.size).reshape(value.shape) + 0.25 * (index + 1)
+            out[name] = ramp if step == 1 else np.cos(3 * ramp) - 0.5
+        return out
+
+    def fixed(self, params, X, H, offsets, images, batch_groups, scale=1.0):
+        calls.append(({name: value.copy() for name, value in params.items()}, scale))
+        return 1.0, gradients(params, len(calls)), 1, 1
+
+    monkeypatch.setattr(JCF, "_loss_and_gradient", fixed)
+    model = JCF(
+        n_components=2, n_shared=n_shared, learning_rate=lr, n_epochs=2, batch_groups=None,
+        holdout_fraction=0, random_state=0,
+    ).fit(features, posteriors, groups)
+    assert len(calls) == 2 and model.best_epoch_ == 2
+    start, scale = calls[0]
+    after_one, scale_two = calls[1]
+    assert scale_two == scale
+    g1, g2 = gradients(start, 1), gradients(start, 2)
+    expected_one, expected_two = {}, {}
+    for name, theta in start.items():
+        a, b = g1[name], g2[name]
+        expected_one[name] = theta - lr * a / (np.abs(a) + 1e-8)
+        m_hat = (0.9 * 0.1 * a + 0.1 * b) / (1 - 0.9**2)
+        v_hat = (0.999 * 0.001 * a**2 + 0.001 * b**2) / (1 - 0.999**2)
+        expected_two[name] = expected_one[name] - lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+    for name in start:
+        np.testing.assert_allclose(after_one[name], expected_one[name], rtol=1e-12, atol=1e-14)
+    root = np.sqrt(scale)
+    np.testing.assert_allclose(model.U_, jcf._from_columns(expected_two["Wu"] * root, 3), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(model.V_, jcf._from_columns(expected_two["Wv"] * root, 3), rtol=1e-12, atol=1e-14)
+    if n_shared is None:
+        assert model.A_ is None and model.B_ is None
+    else:
+        np.testing.assert_allclose(model.A_, expected_two["A"], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(model.B_, expected_two["B"], rtol=1e-12, atol=1e-14)
+    # The second step is not a sign step: it differs from lr * sign(g2) somewhere.
+    assert not np.allclose(expected_one["Wu"] - expected_two["Wu"], lr * np.sign(g2["Wu"]))
 
 
 @pytest.mark.parametrize("n_shared", [None, 2])

@@ -5,7 +5,7 @@ import pytest
 from sklearn.decomposition import PCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from ndir.projection import PCAProjection
+from ndir.projection import PCAProjection, pca
 
 
 def low_rank_signatures(n_images, n_features, seed=0):
@@ -24,10 +24,14 @@ def align_signs(reference, other):
     return other * np.sign(np.sum(reference * other, axis=0))
 
 
+@pytest.mark.parametrize("chunk", [None, 7])
 @pytest.mark.parametrize(("n_images", "n_features"), [(30, 500), (60, 8)])
-def test_matches_sklearn_pca(n_images, n_features):
+def test_matches_sklearn_pca(n_images, n_features, chunk, monkeypatch):
     # (30, 500) goes through the Gram matrix, (60, 8) through the covariance with
-    # n_components equal to the full rank D.
+    # n_components equal to the full rank D. With chunk = 7 the Gram matrix is summed
+    # over 72 blocks of columns (_CHUNK), which must not change the result.
+    if chunk is not None:
+        monkeypatch.setattr(pca, "_CHUNK", chunk)
     X = low_rank_signatures(n_images, n_features)
     n_components = min(10, n_features)
     ours = PCAProjection(n_components).fit(X)
@@ -47,6 +51,23 @@ def test_matches_sklearn_pca(n_images, n_features):
     np.testing.assert_allclose(
         align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4
     )
+
+
+def test_gram_matrix_summed_over_column_blocks_equals_one_block(monkeypatch):
+    """_gram_axes sums float32 products of blocks of _CHUNK columns in float64: with
+    blocks of 7 (and a last one of 3) of 500 columns, the eigenvalues and axes equal
+    the single-block ones (_CHUNK = 8192 > 500) to float32 rounding, and the Gram
+    matrix's eigenvalues those of the float64 X X^T."""
+    X = low_rank_signatures(30, 500, seed=4)
+    Xc = X - X.mean(axis=0, dtype=np.float64).astype(np.float32)
+    values_one, axes_one = pca._gram_axes(Xc, 10)
+    monkeypatch.setattr(pca, "_CHUNK", 7)
+    values_blocks, axes_blocks = pca._gram_axes(Xc, 10)
+    np.testing.assert_allclose(values_blocks, values_one, rtol=1e-5)
+    np.testing.assert_allclose(align_signs(axes_one, axes_blocks), axes_one, rtol=0, atol=1e-4)
+    X64 = Xc.astype(np.float64)
+    exact = np.linalg.eigvalsh(X64 @ X64.T)[::-1][:10]
+    np.testing.assert_allclose(values_blocks, exact, rtol=1e-5)
 
 
 def test_whitening_matches_sklearn_pca():

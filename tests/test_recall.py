@@ -62,6 +62,23 @@ def test_hand_worked_vectors_dot_and_cosine():
     assert recall_at_k(X, groups, ks=(1, 2, 3)) == pytest.approx({1: 0.25, 2: 0.75, 3: 1.0})
 
 
+def test_cosine_scores_a_zero_row_zero_hand_worked():
+    """With metric="cosine" a zero row scores 0 with everything (not NaN). Groups
+    [0, 0, 1, 1]: x0 = (1, 0), x1 = 0, x2 = (-5, 0), x3 = (-.6, -.8) (x2 not unit).
+    Cosines: 01 = 0, 02 = -1, 03 = -.6, 12 = 13 = 0, 23 = .6.
+    Query 0: positive 1 (0) above negatives -1 and -.6 -> rank 0.
+    Query 1: its positive and negatives all tie at 0: pessimistic rank 2.
+    Query 2: positive 3 (.6) above 0 (-1) and 1 (0) -> rank 0.
+    Query 3: positive 2 (.6) above 0 (-.6) and 1 (0) -> rank 0.
+    Recall@1 = @2 = 3/4, Recall@3 = 1."""
+    X = np.array([[1.0, 0.0], [0.0, 0.0], [-5.0, 0.0], [-0.6, -0.8]])
+    groups = np.array([0, 0, 1, 1])
+    assert recall_at_k(X, groups, ks=(1, 2, 3), metric="cosine") == pytest.approx({1: 0.75, 2: 0.75, 3: 1.0})
+    # The same as the hand-made cosine matrix, precomputed.
+    cosines = np.array([[1, 0, -1, -0.6], [0, 0, 0, 0], [-1, 0, 1, 0.6], [-0.6, 0, 0.6, 1]])
+    assert recall_at_k(cosines, groups, ks=(1, 2, 3), metric="precomputed") == pytest.approx({1: 0.75, 2: 0.75, 3: 1.0})
+
+
 def brute_force_recall(scores, groups, k):
     hits = []
     for q in range(len(groups)):

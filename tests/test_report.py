@@ -1,4 +1,5 @@
-"""Table I layout, paper comparison columns and the csv/md/tex writers."""
+"""Tables I and II, the ablation and cost tables, paper comparison columns and the
+csv/md/tex writers."""
 
 import os
 
@@ -10,9 +11,12 @@ from ndir import report
 from ndir.report import (
     FULL_R,
     format_dim,
+    cost_table,
     load_paper_table1,
     load_paper_table2,
     table1,
+    table2,
+    table2_ablation,
     write_table,
 )
 
@@ -201,3 +205,169 @@ def test_failed_write_keeps_the_old_table_and_no_temporary(tmp_path, monkeypatch
         write_table(pd.DataFrame({"a": [2.0]}), tmp_path / "t")
     assert (tmp_path / "t.csv").read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["t.csv", "t.md", "t.tex"]
+
+
+# --------------------------------------------------------------------------- Table II
+
+
+def training_runs(rows, **extra):
+    """Run frame from (encoding, K, R, tau, final) tuples, plus constant ``extra`` columns."""
+    keys = ["encoding", "K", "R", "tau", "final"]
+    return pd.DataFrame([dict(zip(keys, row)) | extra for row in rows])
+
+
+def test_table2_with_paper_columns_hand_worked():
+    """One column per (tau, R), tau then R increasing, labelled like the paper's groups;
+    rows VLAD then FV; mAP in %; "(paper)" the transcribed Table II cell and "(Δ)"
+    ours − paper rounded to 2 decimals; NaN where the paper (or we) have no value.
+    Paper cells (src/ndir/reference/paper_table2.csv): FV-256 τ = 90 % R = 256: 84.31;
+    FV-256 τ = 99 % R = 32: 72.73; VLAD-64 τ = 99 % R = 32: 70.36; VLAD-64 τ = 90 %
+    R = 256: 82.97."""
+    maps = training_runs(
+        [
+            ("fv", 256, 256, 0.9, 0.85),
+            ("fv", 256, 32, 0.99, 0.7),
+            ("vlad", 64, 32, 0.99, 0.70123),
+            ("vlad", 32, 16, 0.9, 0.5),  # neither the signature nor R = 16 is in the paper
+        ]
+    )
+    table = table2(maps, paper=load_paper_table2())
+    assert table["Sign."].tolist() == ["VLAD-32", "VLAD-64", "FV-256"]
+    assert list(table.columns) == [
+        "Sign.",
+        *[f"{c}{s}" for c in ("90% R16", "90% R256", "99% R32") for s in ("", " (paper)", " (Δ)")],
+    ]
+    rows = table.set_index("Sign.")
+    fv256, vlad64, vlad32 = rows.loc["FV-256"], rows.loc["VLAD-64"], rows.loc["VLAD-32"]
+    assert fv256["90% R256"] == 85.0 and fv256["90% R256 (paper)"] == 84.31
+    assert fv256["90% R256 (Δ)"] == pytest.approx(0.69, abs=1e-12)
+    assert fv256["99% R32"] == 70.0 and fv256["99% R32 (paper)"] == 72.73
+    assert fv256["99% R32 (Δ)"] == pytest.approx(-2.73, abs=1e-12)
+    # 70.123 % is printed 70.12, and Δ is taken on the printed value: 70.12 − 70.36.
+    assert vlad64["99% R32"] == 70.12 and vlad64["99% R32 (Δ)"] == pytest.approx(-0.24, abs=1e-12)
+    # Not measured: our cell and Δ are NaN, the paper's value is still shown.
+    assert np.isnan(vlad64["90% R256"]) and np.isnan(vlad64["90% R256 (Δ)"])
+    assert vlad64["90% R256 (paper)"] == 82.97
+    # R = 16 and VLAD-32 are not in the paper.
+    assert vlad32["90% R16"] == 50.0
+    assert rows[["90% R16 (paper)", "90% R16 (Δ)"]].isna().to_numpy().all()
+    assert np.isnan(vlad32["99% R32 (paper)"]) and np.isnan(vlad32["90% R256 (paper)"])
+    # Without the paper, only the measured columns.
+    assert list(table2(maps).columns) == ["Sign.", "90% R16", "90% R256", "99% R32"]
+
+
+def test_table2_ablation_gain_is_learned_minus_thresholded_pca():
+    """One row per (signature, tau, R), VLAD then FV, then tau and R increasing: the
+    thresholded PCA (``initial``) and learned (``final``) test mAP in %, Gain = Learned
+    − Thresholded PCA, the same scored by dot product, then the training mAP at the
+    start and end. The three inputs are given in different row orders: they are
+    matched on (signature, R, tau), not by position."""
+
+    def runs(rows):
+        keys = ["signature", "encoding", "K", "R", "tau", "initial", "final"]
+        return pd.DataFrame([dict(zip(keys, row)) for row in rows])
+
+    l2 = runs(
+        [
+            ("fv-64", "fv", 64, 32, 0.99, 0.5, 0.6),
+            ("vlad-64", "vlad", 64, 64, 0.9, 0.7, 0.65),
+            ("fv-64", "fv", 64, 32, 0.9, 0.55, 0.5834),
+        ]
+    )
+    dot = runs(
+        [
+            ("vlad-64", "vlad", 64, 64, 0.9, 0.6, 0.7),
+            ("fv-64", "fv", 64, 32, 0.9, 0.5, 0.5),
+            ("fv-64", "fv", 64, 32, 0.99, 0.4, 0.45),
+        ]
+    )
+    train = runs(
+        [
+            ("fv-64", "fv", 64, 32, 0.9, 0.1, 0.95),
+            ("fv-64", "fv", 64, 32, 0.99, 0.3, 0.9),
+            ("vlad-64", "vlad", 64, 64, 0.9, 0.2, 0.8),
+        ]
+    )
+    table = table2_ablation(l2, dot, train)
+    assert list(table.columns) == [
+        "Sign.",
+        "τ",
+        "R",
+        "Thresholded PCA",
+        "Learned",
+        "Gain",
+        "Thresholded PCA (dot)",
+        "Learned (dot)",
+        "Gain (dot)",
+        "Train start (dot)",
+        "Train end (dot)",
+    ]
+    assert table[["Sign.", "τ", "R"]].values.tolist() == [
+        ["VLAD-64", "90%", 64],
+        ["FV-64", "90%", 32],
+        ["FV-64", "99%", 32],
+    ]
+    expected = [
+        # PCA, learned, gain, PCA dot, learned dot, gain dot, train start, train end
+        [70.0, 65.0, -5.0, 60.0, 70.0, 10.0, 20.0, 80.0],
+        [55.0, 58.34, 3.34, 50.0, 50.0, 0.0, 10.0, 95.0],
+        [50.0, 60.0, 10.0, 40.0, 45.0, 5.0, 30.0, 90.0],
+    ]
+    np.testing.assert_allclose(table.iloc[:, 3:].to_numpy(float), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(table["Gain"], table["Learned"] - table["Thresholded PCA"], atol=1e-12)
+
+
+def test_cost_table_units_hand_worked():
+    """Bytes to KiB (/ 1024), seconds to µs (x 1e6), tau as "90%", mAP in %, rows
+    sorted by tau then R whatever the input order. Costs of D = 1000: R = 32 at
+    tau = 0.99 keeps 10 entries a column, nnz = 320: dense 4 D R = 128,000 B = 125 KiB,
+    CSC 8 nnz + 4 (R + 1) = 2692 B; R = 64 at tau = 0.9: nnz = 6400, 256,000 B = 250
+    KiB dense, 51,460 B CSC; R = 32 at tau = 0.9: nnz = 3200, 25,732 B."""
+
+    def row(R, tau, nnz, single_dense, single_sparse, test_map):
+        dense, sparse = 4 * 1000 * R, 8 * nnz + 4 * (R + 1)
+        return {
+            "R": R,
+            "tau": tau,
+            "nnz": nnz,
+            "bytes_dense": dense,
+            "bytes_sparse": sparse,
+            "storage_ratio": dense / sparse,
+            "madds_dense": 1000 * R,
+            "madds_sparse": nnz,
+            "equivalent_full_projectors": nnz / 1000,
+            "single_dense_s": single_dense,
+            "single_sparse_s": single_sparse,
+            "single_speedup": single_dense / single_sparse,
+            "batch_dense_s": 100 * single_dense,
+            "batch_sparse_s": 50 * single_sparse,
+            "batch_speedup": 2 * single_dense / single_sparse,
+            "test_map": test_map,
+        }
+
+    costs = pd.DataFrame(
+        [
+            row(64, 0.9, 6400, 4e-6, 2e-6, 0.81234),
+            row(32, 0.99, 320, 2e-6, 0.5e-6, 0.72),
+            row(32, 0.9, 3200, 2e-6, 1e-6, 0.7777),
+        ],
+        index=[7, 3, 5],  # the output is re-indexed from 0
+    )
+    table = cost_table(costs, "fv-256")
+    assert table.index.tolist() == [0, 1, 2]
+    assert table["Signature"].tolist() == ["fv-256"] * 3
+    assert table["R"].tolist() == [32, 64, 32] and table["τ"].tolist() == ["90%", "90%", "99%"]
+    assert table["Non-zeros"].tolist() == [3200, 6400, 320]
+    np.testing.assert_allclose(table["Dense KiB"], [125.0, 250.0, 125.0])
+    np.testing.assert_allclose(table["CSC KiB"], [25732 / 1024, 51460 / 1024, 2692 / 1024])
+    np.testing.assert_allclose(table["Storage ratio"], [128000 / 25732, 256000 / 51460, 128000 / 2692])
+    assert table["Madds dense"].tolist() == [32000, 64000, 32000]
+    assert table["Madds sparse"].tolist() == [3200, 6400, 320]
+    np.testing.assert_allclose(table["Full projectors eq."], [3.2, 6.4, 0.32])
+    np.testing.assert_allclose(table["One image dense µs"], [2.0, 4.0, 2.0])
+    np.testing.assert_allclose(table["One image sparse µs"], [1.0, 2.0, 0.5])
+    np.testing.assert_allclose(table["One image speed-up"], [2.0, 2.0, 4.0])
+    np.testing.assert_allclose(table["Batch dense µs"], [200.0, 400.0, 200.0])
+    np.testing.assert_allclose(table["Batch sparse µs"], [50.0, 100.0, 25.0])
+    np.testing.assert_allclose(table["Batch speed-up"], [4.0, 4.0, 8.0])
+    assert table["Test mAP"].tolist() == [77.77, 81.23, 72.0]

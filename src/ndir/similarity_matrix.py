@@ -138,7 +138,8 @@ class SparseSimilarityMatrix(BaseEstimator):
     Parameters
     ----------
     n_neighbours : int, words k-NN activated off the diagonal (seed: 2).
-    margin : float, gamma of Eq. 4; normalised similarities lie in [0, 1].
+    margin : float, gamma of Eq. 4, on the normalised similarities (0 to 1 for a
+        positive semi-definite M; M^s is only kept non-negative, so they can exceed 1).
     max_iter : int, projected-gradient iterations.
     max_hard_per_query : int, hard triplets kept per training query.
     n_random_triplets : int, random triplets added against overfitting.
@@ -368,7 +369,9 @@ class SparseSimilarityMatrix(BaseEstimator):
 
         Returns
         -------
-        (n_q, n_x) float64 array in [0, 1] (0 for an image without words).
+        (n_q, n_x) float64 array >= 0 (0 for an image without words, 1 for an image
+        against itself); above 1 is possible, since the learned M is non-negative but
+        not positive semi-definite (scores reached 1.37 on the tests' problem).
         """
         check_is_fitted(self)
         M = self.metric_.astype(np.float64)
