@@ -29,7 +29,7 @@ from ndir.data import holdout_mask
 from ndir.evaluation import holidays_map
 from ndir.projection import SparseRankProjector
 from ndir.stages.common import split_signatures
-from ndir.stages.data import split_together
+from ndir.stages.common import split_together
 
 
 def held_out_maps(X, groups, is_query, held, margin, args):

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from ndir.errors import ConfigError, DatasetError
-from ndir.stages.common import atomic_output, run_rule, shard_rows
+from ndir.stages.common import atomic_output, run_rule, shard_rows, split_together
 from ndir.stages.baseline import table1
-from ndir.stages.data import index_dataset, split_together
+from ndir.stages.data import index_dataset
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 

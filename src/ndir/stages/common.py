@@ -200,6 +200,26 @@ def check_shard_order(images, image_ids, what, rule):
         raise ResultFileError(f"{images}: the {what} shards do not match the image table; rerun {rule}")
 
 
+def split_together(images, split):
+    """The ``together`` labels (source photographs) of the images of one ``split``.
+
+    Parameters
+    ----------
+    images : path of the image table written by :func:`ndir.stages.data.index_dataset`.
+    split : ``"train"`` or ``"test"``.
+
+    Returns
+    -------
+    (n_split_images,) object array in the table's order, missing values (NaN) where
+    nothing is kept together; pass it to :func:`ndir.data.holdout_mask`.
+    """
+    table = read_image_table(images)
+    if "together" not in table.columns:
+        raise ResultFileError(f"{images}: no 'together' column (written by an older ndir); rerun index_dataset")
+    mask = (table["split"] == split).to_numpy()
+    return table.loc[mask, "together"].to_numpy(dtype=object)
+
+
 def signature_name(path):
     """The signature name of a codebook (``.npz``) or signature (``.npy``) file:
     ``results/codebooks/fv-64.npz`` and ``results/signatures/fv-64.npy`` -> ``fv-64``."""

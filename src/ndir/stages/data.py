@@ -11,8 +11,8 @@ import pandas as pd
 
 from .. import data
 from ..descriptors import min_image_size
-from ..errors import ConfigError, DatasetError, ResultFileError
-from .common import read_image_table, write_csv, write_json
+from ..errors import ConfigError, DatasetError
+from .common import write_csv, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -105,26 +105,6 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
     write_csv(pd.concat([skipped_rows, ignored], ignore_index=True), skipped)
     write_json(summary, report)
     logger.info("data set: %s", summary)
-
-
-def split_together(images, split):
-    """The ``together`` labels (source photographs) of the images of one ``split``.
-
-    Parameters
-    ----------
-    images : path of the image table written by :func:`index_dataset`.
-    split : ``"train"`` or ``"test"``.
-
-    Returns
-    -------
-    (n_split_images,) object array in the table's order, missing values (NaN) where
-    nothing is kept together; pass it to :func:`ndir.data.holdout_mask`.
-    """
-    table = read_image_table(images)
-    if "together" not in table.columns:
-        raise ResultFileError(f"{images}: no 'together' column (written by an older ndir); rerun index_dataset")
-    mask = (table["split"] == split).to_numpy()
-    return table.loc[mask, "together"].to_numpy(dtype=object)
 
 
 def descriptors_min_size(params):

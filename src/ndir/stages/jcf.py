@@ -37,12 +37,12 @@ from .common import (
     check_shard_order,
     read_image_table,
     shard_rows,
+    split_together,
     table_caption,
     table_stem,
     write_csv,
     write_json,
 )
-from .data import split_together
 
 logger = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from .common import (
     signature_name,
     split_rows,
     split_signatures,
+    split_together,
     table_stem,
     write_json,
 )
-from .data import split_together
 from .sparse import final_maps
 
 logger = logging.getLogger(__name__)
