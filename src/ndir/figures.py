@@ -10,12 +10,9 @@ Figures 2-4 each take a list of ``(signature, R, tau, history)`` tuples.
 
 import itertools
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402 (the backend must be chosen first)
-import numpy as np  # noqa: E402
+import numpy as np
+from matplotlib import rcParams
+from matplotlib.figure import Figure
 
 #: Scoring of Figures 2b and 3b: the similarity the projectors are trained for.
 SCORING = "dot"
@@ -26,12 +23,22 @@ def _label(run, vary):
     return f"R = {R}" if vary == "R" else f"τ = {100 * tau:g} %"
 
 
+def _figure(**kwargs):
+    """A figure drawn by Agg through its own canvas: no pyplot state, no global backend
+    change for whoever imports this module, nothing to close."""
+    return Figure(constrained_layout=True, **kwargs)
+
+
+def _metadata(path):
+    """No creation date in a PDF, no software version in a PNG: the same figure gives
+    byte-identical files from run to run and version to version."""
+    path = str(path)
+    return {"CreationDate": None} if path.endswith(".pdf") else {"Software": None} if path.endswith(".png") else None
+
+
 def _save(fig, stem):
     for ext in ("png", "pdf"):
-        # A fixed creation date keeps the PDF byte-identical between runs.
-        metadata = {"CreationDate": None} if ext == "pdf" else {"Software": None}
-        fig.savefig(f"{stem}.{ext}", dpi=150, metadata=metadata)
-    plt.close(fig)
+        fig.savefig(f"{stem}.{ext}", dpi=150, metadata=_metadata(f"{stem}.{ext}"))
 
 
 def convergence_figure(runs, vary, signature, stem):
@@ -39,7 +46,8 @@ def convergence_figure(runs, vary, signature, stem):
 
     (a) objective (Eq. 13) against iteration, log scale; (b) training mAP (%).
     """
-    fig, (objective, train) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    fig = _figure(figsize=(10, 4))
+    objective, train = fig.subplots(1, 2)
     for run in sorted(runs, key=lambda r: r[1] if vary == "R" else r[2]):
         history = run[3]
         objective.semilogy(history["iteration"], history["objective"].clip(lower=1e-16), label=_label(run, vary))
@@ -60,7 +68,8 @@ def generalisation_figure(runs, signature, stem):
     (a) reductions scored by the dot product the loss is written for; (b) scored
     L2-normalised, as Tables I and II.
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True, sharey=True)
+    fig = _figure(figsize=(11, 4.5))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, scoring, title in zip(axes, ("dot", "l2"), ("(a) dot product", "(b) L2-normalised")):
         for run in sorted(runs, key=lambda r: r[1]):
             _, R, tau, history = run
@@ -91,8 +100,9 @@ def seeds_comparison_figure(records, stem):
 
     records = records.assign(family=records["method"].map(method_family))
     markers = dict(zip(sorted(records["family"].unique()), "osD^v<>pPX*h"))
-    colours = dict(zip(sorted(records["signature"].unique()), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    fig, ax = plt.subplots(figsize=(8, 5.5), constrained_layout=True)
+    colours = dict(zip(sorted(records["signature"].unique()), rcParams["axes.prop_cycle"].by_key()["color"]))
+    fig = _figure(figsize=(8, 5.5))
+    ax = fig.subplots()
     for (family, signature), rows in records.groupby(["family", "signature"], sort=True):
         rows = rows.sort_values("model_bytes")
         ax.plot(
@@ -129,8 +139,9 @@ def jcf_recall_figure(records, stem):
     are horizontal lines (without codebook, then one per codebook size K), labelled
     with their dimensions.
     """
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, ax = plt.subplots(figsize=(7.5, 5), constrained_layout=True)
+    colours = rcParams["axes.prop_cycle"].by_key()["color"]
+    fig = _figure(figsize=(7.5, 5))
+    ax = fig.subplots()
     models = records[records["initialisation"] != "none"]
     learned = models[models["initialisation"] == "learned"].sort_values(["family", "n_parameters"])
     for i, row in enumerate(learned.itertuples()):
@@ -256,10 +267,7 @@ def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
     cell = 1.1
     width_ratios = [1.5, 1.3] + [1.0] * k
     heights = [max(len(q["methods"]), 1) for q in queries]
-    fig = plt.figure(
-        figsize=(cell * sum(width_ratios), cell * sum(heights) + (0.4 if title else 0.0)),
-        constrained_layout=True,
-    )
+    fig = _figure(figsize=(cell * sum(width_ratios), cell * sum(heights) + (0.4 if title else 0.0)))
     bands = fig.subfigures(len(queries), 1, height_ratios=heights, squeeze=False)[:, 0]
     colours = []
     for band, query, n_rows in zip(bands, queries, heights):
@@ -294,8 +302,5 @@ def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
     if title:
         fig.suptitle(title, fontsize=9)
     for path in outputs:
-        path = str(path)
-        metadata = {"CreationDate": None} if path.endswith(".pdf") else {"Software": None} if path.endswith(".png") else None
-        fig.savefig(path, dpi=dpi, metadata=metadata)
-    plt.close(fig)
+        fig.savefig(str(path), dpi=dpi, metadata=_metadata(path))
     return colours
