@@ -20,12 +20,9 @@ import cv2
 import numpy as np
 
 import ndir
-from ndir.descriptors import N_CELLS, dense_grid, dense_hog
+from ndir.descriptors import CELL_SIZES, N_CELLS, STEP, dense_grid, dense_hog
 from ndir.preprocess import preprocess
 from timing import best_time
-
-CELL_SIZES = (4, 6, 8, 10)
-STEP = 3
 
 
 

@@ -58,12 +58,15 @@ import cv2
 import numpy as np
 
 from ndir.errors import NdirInputError
-from ndir.preprocess import preprocess
+from ndir.preprocess import MAX_WIDTH, preprocess
 
 N_CELLS = 4
 N_ORIENTATIONS = 8
 DESCRIPTOR_DIM = N_CELLS * N_CELLS * N_ORIENTATIONS
 SIFT_CLIP = 0.2
+#: The paper's dense grid (§V-B): a descriptor every 3 pixels at four cell sizes.
+STEP = 3
+CELL_SIZES = (4, 6, 8, 10)
 MIN_HISTOGRAM_NORM = 1e-3
 # descriptors per band of grid rows normalised together (~1 MB, cache-sized)
 _BAND_DESCRIPTORS = 2048
@@ -112,7 +115,7 @@ def dense_grid(height, width, step, patch_size):
     return np.stack([ys.ravel(), xs.ravel()], axis=1)
 
 
-def n_descriptors(height, width, step=3, cell_sizes=(4, 6, 8, 10)):
+def n_descriptors(height, width, step=STEP, cell_sizes=CELL_SIZES):
     """Number of rows :func:`dense_hog` returns for an image of this size."""
     return sum(
         int(np.prod(dense_grid_shape(height, width, step, N_CELLS * c)))
@@ -120,7 +123,7 @@ def n_descriptors(height, width, step=3, cell_sizes=(4, 6, 8, 10)):
     )
 
 
-def min_image_size(cell_sizes=(4, 6, 8, 10)):
+def min_image_size(cell_sizes=CELL_SIZES):
     """Smallest image side (px) on which :func:`dense_hog` fits every scale's patch."""
     return N_CELLS * max(cell_sizes)
 
@@ -169,7 +172,7 @@ def orientation_maps(image):
     return maps
 
 
-def dense_hog(image, step=3, cell_sizes=(4, 6, 8, 10)):
+def dense_hog(image, step=STEP, cell_sizes=CELL_SIZES):
     """Dense SIFT-like HOG descriptors of a grey-level image at several scales.
 
     Parameters
@@ -269,7 +272,7 @@ def dense_hog(image, step=3, cell_sizes=(4, 6, 8, 10)):
     return descriptors
 
 
-def image_descriptors(path, max_width=512, step=3, cell_sizes=(4, 6, 8, 10)):
+def image_descriptors(path, max_width=MAX_WIDTH, step=STEP, cell_sizes=CELL_SIZES):
     """Read, pre-process and describe one image file (§V-B pipeline).
 
     ``read_gray -> preprocess(max_width) -> dense_hog(step, cell_sizes)``.

@@ -43,9 +43,10 @@ import pandas as pd
 from . import __version__
 from .codebooks import FisherCodebook, VladCodebook
 from .data import IMAGE_SUFFIXES
-from .descriptors import image_descriptors_with
+from .descriptors import CELL_SIZES, STEP, image_descriptors_with
 from .encoding import power_l2_normalise
 from .errors import NdirInputError
+from .preprocess import MAX_WIDTH
 from .projection import load_projector, projection_cost
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ INDEX_FILE = "index.faiss"
 IMAGES_FILE = "images.csv"
 META_FILE = "meta.json"
 
-DESCRIPTOR_DEFAULTS = {"max_width": 512, "step": 3, "cell_sizes": [4, 6, 8, 10]}
+DESCRIPTOR_DEFAULTS = {"max_width": MAX_WIDTH, "step": STEP, "cell_sizes": list(CELL_SIZES)}
 ALPHA_DEFAULT = 0.1
 
 CODEBOOK_CLASSES = {"vlad": VladCodebook, "fv": FisherCodebook}
@@ -227,9 +228,9 @@ class ImageEncoder:
 def load_encoder(
     codebook,
     projector,
-    max_width=512,
-    step=3,
-    cell_sizes=(4, 6, 8, 10),
+    max_width=MAX_WIDTH,
+    step=STEP,
+    cell_sizes=CELL_SIZES,
     alpha=ALPHA_DEFAULT,
 ):
     """Load a codebook and a projector and check that they belong together.

@@ -9,8 +9,11 @@ import numbers
 import cv2
 import numpy as np
 
+#: The paper's images are resized to at most this width in pixels (§V-B).
+MAX_WIDTH = 512
 
-def preprocess(gray, max_width=512):
+
+def preprocess(gray, max_width=MAX_WIDTH):
     """Shrink a grey-level image to at most ``max_width`` columns, then equalise it.
 
     Parameters
