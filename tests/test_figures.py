@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from ndir.evaluation import holidays_map
+from ndir.evaluation import holidays_map, misses_near_duplicates, top_k
 from ndir.figures import FRAME_COLOURS, QUERY_COLOUR, frame_colour, retrievals_figure, thumbnail
 from ndir.encoding import l2_normalise_rows
 from ndir.projection import PCAProjection, load_projector, save_projector
@@ -125,7 +125,7 @@ def test_rankings_are_the_head_of_the_list_the_ap_is_computed_on():
     is_query = np.tile([True, False, False], 6)
     Y = rng.normal(size=(18, 4)).astype(np.float32)
     query_rows = np.flatnonzero(is_query)
-    top, ap = report.rankings(Y, query_rows, groups, k=5)
+    top, ap = top_k(Y, query_rows, groups, k=5)
     assert top.shape == (6, 5)
     np.testing.assert_allclose(ap, holidays_map(Y, groups, is_query, return_per_query=True)[1])
     for q, row in enumerate(query_rows):
@@ -136,8 +136,8 @@ def test_rankings_are_the_head_of_the_list_the_ap_is_computed_on():
     # query 3 (group 1) finds both.
     top = np.array([[4, 1, 5, 6, 7], [4, 5, 0, 6, 7]])
     groups = np.array([0, 0, 0, 1, 1, 1, 2, 2])
-    assert report.missed(top, [0, 3], groups).tolist() == [True, False]
-    assert report.missed(top[:, :1], [0, 3], groups).tolist() == [True, False]
+    assert misses_near_duplicates(top, [0, 3], groups).tolist() == [True, False]
+    assert misses_near_duplicates(top[:, :1], [0, 3], groups).tolist() == [True, False]
 
 
 def workflow_like_run(tmp_path, n_groups=12):

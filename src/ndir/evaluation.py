@@ -5,7 +5,8 @@ other images of its group. Average precision follows the reference evaluation sh
 with INRIA Holidays (``holidays_map.py`` by H. Jégou, ``score_ap_from_ranks_1``): the
 area under the precision-recall curve by the trapezoid rule, the query's own image
 removed from its result list. The paper (Negrel et al. 2014, §V-A) uses this protocol
-on the Holidays train and test halves.
+on the Holidays train and test halves. Recall@k (the JCF poster's measure), bootstrap
+intervals of an mAP, and the top-k lists the retrievals figure draws are here too.
 """
 
 import numpy as np
@@ -289,3 +290,36 @@ def bootstrap_interval(ap, level=0.95, n_resamples=2000, seed=0):
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def top_k(Y, query_rows, groups, k):
+    """Top ``k`` of each query and its average precision, signatures ``Y`` compared by
+    dot product as :func:`holidays_map` does.
+
+    The query's own row is left out; ties are broken as in
+    :func:`map_from_scores` (negatives first), so the list shown is
+    the head of the list the AP is computed on.
+
+    Returns
+    -------
+    top : (n_queries, k) int, rows of ``Y`` best first.
+    ap : (n_queries,) float64 in [0, 1].
+    """
+    query_rows = np.asarray(query_rows, dtype=np.intp)
+    groups = np.asarray(groups)
+    scores = np.asarray(Y[query_rows] @ Y.T, dtype=np.float64)
+    _, ap = map_from_scores(scores, query_rows, groups, return_per_query=True)
+    scores[np.arange(query_rows.size), query_rows] = -np.inf
+    positive = groups[None, :] == groups[query_rows][:, None]
+    top = np.lexsort((positive, -scores), axis=1)[:, :k]
+    return top, ap
+
+
+def misses_near_duplicates(top, query_rows, groups):
+    """Whether each query's top list misses near duplicates: it holds fewer of them
+    than it has room for, ``min(k, n_positives)``."""
+    groups = np.asarray(groups)
+    query_groups = groups[np.asarray(query_rows)]
+    hits = (groups[top] == query_groups[:, None]).sum(axis=1)
+    n_positives = (groups[None, :] == query_groups[:, None]).sum(axis=1) - 1
+    return hits < np.minimum(top.shape[1], n_positives)

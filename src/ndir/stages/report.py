@@ -8,7 +8,7 @@ import numpy as np
 
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
-from ..evaluation import map_from_scores
+from ..evaluation import misses_near_duplicates, top_k
 from ..projection import PCAProjection, load_projector
 from ..provenance import run_info as gather_run_info
 from .common import read_image_table, signature_name, split_signatures, write_json
@@ -28,40 +28,6 @@ def write_run_info(data_report, outputs, run_info, config, benchmarks, repo):
 
 
 # --------------------------------------------------------------------------- retrievals
-
-
-
-def rankings(Y, query_rows, groups, k):
-    """Top ``k`` of each query and its average precision, signatures ``Y`` compared by
-    dot product as :func:`ndir.evaluation.holidays_map` does.
-
-    The query's own row is left out; ties are broken as in
-    :func:`ndir.evaluation.map_from_scores` (negatives first), so the list shown is
-    the head of the list the AP is computed on.
-
-    Returns
-    -------
-    top : (n_queries, k) int, rows of ``Y`` best first.
-    ap : (n_queries,) float64 in [0, 1].
-    """
-    query_rows = np.asarray(query_rows, dtype=np.intp)
-    groups = np.asarray(groups)
-    scores = np.asarray(Y[query_rows] @ Y.T, dtype=np.float64)
-    _, ap = map_from_scores(scores, query_rows, groups, return_per_query=True)
-    scores[np.arange(query_rows.size), query_rows] = -np.inf
-    positive = groups[None, :] == groups[query_rows][:, None]
-    top = np.lexsort((positive, -scores), axis=1)[:, :k]
-    return top, ap
-
-
-def missed(top, query_rows, groups):
-    """Whether each query's top list misses near duplicates: it holds fewer of them
-    than it has room for, ``min(k, n_positives)``."""
-    groups = np.asarray(groups)
-    query_groups = groups[np.asarray(query_rows)]
-    hits = (groups[top] == query_groups[:, None]).sum(axis=1)
-    n_positives = (groups[None, :] == query_groups[:, None]).sum(axis=1) - 1
-    return hits < np.minimum(top.shape[1], n_positives)
 
 
 def pick_queries(failed, n, seed):
@@ -110,8 +76,8 @@ def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, see
         f"PCA\nR = {R}": PCAProjection(n_components=R).fit(X_train).transform(X_test),
         f"sparse rank\nR = {R}, τ = {tau:g}": l2_normalise_rows(X_test @ U.toarray()),
     }
-    ranked = {method: rankings(Y, query_rows, groups, k) for method, Y in methods.items()}
-    failed = np.any([missed(top, query_rows, groups) for top, _ in ranked.values()], axis=0)
+    ranked = {method: top_k(Y, query_rows, groups, k) for method, Y in methods.items()}
+    failed = np.any([misses_near_duplicates(top, query_rows, groups) for top, _ in ranked.values()], axis=0)
     chosen = pick_queries(failed, n_queries, seed)
     paths = test["path"].to_numpy(dtype=str)
     blocks = []
