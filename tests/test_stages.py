@@ -294,3 +294,28 @@ def test_an_unknown_soml_variant_is_refused_before_training(tmp_path):
             epochs=1,
             seed=0,
         )
+
+
+def test_a_rule_whose_names_collide_is_refused(tmp_path):
+    """An output named like an input would silently replace it in the stage's
+    arguments: refused before the stage runs."""
+    job = _fake_job(tmp_path)
+    job.output = _Named(images=str(tmp_path / "other.csv"))
+    with pytest.raises(ValueError, match=r"share the names \['images'\]"):
+        run_rule(job, _failing_stage(RuntimeError("must not run")))
+
+
+def test_signatures_of_another_image_table_name_both_files(tmp_path):
+    """Signatures whose row count is not the image table's: the error names the
+    signatures file and the table, and the rules to rerun."""
+    from ndir.errors import ResultFileError
+    from ndir.stages.common import split_signatures
+
+    images = tmp_path / "images.csv"
+    pd.DataFrame(
+        {"image_id": ["a", "b", "c"], "path": ["a", "b", "c"], "group": [0, 0, 1], "is_query": [True, False, True], "split": ["train", "train", "test"]}
+    ).to_csv(images, index=False)
+    signatures = tmp_path / "fv-8.npy"
+    np.save(signatures, np.zeros((2, 8), dtype=np.float32))
+    with pytest.raises(ResultFileError, match=r"fv-8.npy: 2 rows, but .*images.csv lists 3 images; rerun the encoding rules"):
+        split_signatures(images, signatures)

@@ -35,8 +35,11 @@ def run_rule(smk, stage):
     (:class:`~ndir.errors.NdirInputError`) then ends the job with that one line
     (``SystemExit(1)``); any other exception propagates as it is.
     """
-    kwargs = {**dict(smk.input.items()), **dict(smk.output.items())}
-    kwargs.update(smk.params.items())
+    named = [*smk.input.keys(), *smk.output.keys(), *smk.params.keys()]
+    shared = sorted({name for name in named if named.count(name) > 1})
+    if shared:
+        raise ValueError(f"the rule's input, output and params share the names {shared}; rename them")
+    kwargs = {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())}
     log = smk.log[0] if smk.log else None
     where = f" (traceback in {log})" if log else ""
     with _logging_to(log), threadpool_limits(limits=smk.threads):
@@ -229,15 +232,18 @@ def signature_name(path):
 # --------------------------------------------------------------------------- splits
 
 
-def split_rows(images, X):
-    """Rows of ``X`` (one per image of the table ``images``) by split.
+def split_rows(images, X, source):
+    """Rows of ``X`` (one per image of the table ``images``), read from the file
+    ``source``, by split.
 
     Returns ``{split: (X_split, groups, is_query)}`` for ``train`` and ``test``;
     ``X`` may be a NumPy array (returned as contiguous float32) or a sparse matrix.
     """
     table = read_image_table(images)
     if X.shape[0] != len(table):
-        raise ResultFileError(f"{images}: {len(table)} images but {X.shape[0]} signatures; rerun the encoding rules")
+        raise ResultFileError(
+            f"{source}: {X.shape[0]} rows, but {images} lists {len(table)} images; rerun the encoding rules"
+        )
     out = {}
     for name in ("train", "test"):
         mask = (table["split"] == name).to_numpy()
@@ -253,4 +259,4 @@ def split_rows(images, X):
 def split_signatures(images, signatures):
     """Load signatures (an (n_images, D) ``.npy``) and the image table;
     return ``{split: (X, groups, is_query)}`` as :func:`split_rows`."""
-    return split_rows(images, np.load(signatures, mmap_mode="r"))
+    return split_rows(images, np.load(signatures, mmap_mode="r"), signatures)

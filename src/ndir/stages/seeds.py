@@ -83,7 +83,7 @@ def gather_bovw(images, shards, counts):
 
 def _bovw_splits(images, counts):
     """Word counts by split: ``{split: (counts CSR, groups, is_query)}``."""
-    return split_rows(images, sp.load_npz(counts).tocsr())
+    return split_rows(images, sp.load_npz(counts).tocsr(), counts)
 
 
 def _tfidf_splits(images, counts):
