@@ -146,14 +146,15 @@ def _fisher_codebook(path):
     return model
 
 
-def load_features(images, features, codebook=None):
+def load_features(images, features, codebook=None, n_clusters=None):
     """Local features by split, with the codebook's posteriors recomputed.
 
     Returns ``{split: (X, H, groups, is_query)}`` for ``train`` and ``test``: ``X`` a
     list of (n_i, d) float32 arrays, ``H`` the list of their (n_i, K) posteriors under
     ``codebook`` (a path; :func:`ndir.jcf.codebook_features` gives the same), or None
     when ``codebook`` is None. A codebook whose descriptor PCA is not the one the
-    features were reduced by is refused (ResultFileError).
+    features were reduced by, or whose K is not ``n_clusters`` (when given), is refused
+    (ResultFileError).
     """
     table = read_image_table(images)
     with np.load(features) as npz:
@@ -163,6 +164,8 @@ def load_features(images, features, codebook=None):
     if not np.array_equal(ids, table["image_id"].to_numpy(dtype=str)):
         raise ResultFileError(f"{features}: images differ from {images}; rerun extract_jcf_features")
     model = None if codebook is None else _fisher_codebook(codebook)
+    if model is not None and n_clusters is not None and model.n_clusters != n_clusters:
+        raise ResultFileError(f"{codebook}: K = {model.n_clusters} codewords, the run asks for K = {n_clusters}")
     if model is not None and not np.array_equal(model.pca_.components_, axes):
         raise ResultFileError(
             f"{features}: features reduced by another descriptor PCA than {codebook}'s; rerun extract_jcf_features"
@@ -294,9 +297,7 @@ def evaluate_second_order(images, features, record, n_clusters, codebook=None):
     2 points of mAP on the default run).
     """
     K = int(n_clusters)
-    X, H, groups, is_query = load_features(images, features, codebook if K > 1 else None)["test"]
-    if K > 1 and H[0].shape[1] != K:
-        raise ResultFileError(f"{codebook}: K = {H[0].shape[1]} codewords, the run asks for K = {K}")
+    X, H, groups, is_query = load_features(images, features, codebook if K > 1 else None, K)["test"]
     d = X[0].shape[1]
     dims = K * d * (d + 1) // 2
     start = time.perf_counter()
@@ -342,11 +343,9 @@ def train_jcf(
     initialisation: loss, active triplets, hold-out mAP and Recall@1, seconds).
     """
     use_codebook = int(n_clusters) > 1
-    splits = load_features(images, features, codebook if use_codebook else None)
+    splits = load_features(images, features, codebook if use_codebook else None, int(n_clusters))
     X_train, H_train, groups_train, _ = splits["train"]
     X_test, H_test, groups, is_query = splits["test"]
-    if use_codebook and H_train[0].shape[1] != n_clusters:
-        raise ResultFileError(f"{codebook}: K = {H_train[0].shape[1]} codewords, the run asks for K = {n_clusters}")
     together = split_together(images, "train")
     options = dict(
         n_components=n_components,
