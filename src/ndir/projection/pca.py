@@ -13,8 +13,11 @@ matrix of the centred images rather than the D x D covariance: if
 ``Xc^T Xc`` with the same eigenvalue.
 """
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..encoding import l2_normalise_rows
@@ -51,6 +54,11 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         D.
     """
 
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "whiten": ["boolean"],
+    }
+
     def __init__(self, n_components, whiten=False):
         self.n_components = n_components
         self.whiten = whiten
@@ -68,16 +76,10 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         -------
         self
         """
+        self._validate_params()
         X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
         n_images, n_features = X.shape
         rank = min(n_images - 1, n_features)
-        if (
-            not isinstance(self.n_components, (int, np.integer))
-            or self.n_components < 1
-        ):
-            raise ValueError(
-                f"n_components must be a positive integer, got {self.n_components!r}"
-            )
         if self.n_components > rank:
             raise ValueError(
                 f"n_components={self.n_components} is larger than the rank of the "
