@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ndir import report
+from ndir import atomic, report
 from ndir.report import (
     FULL_R,
     format_dim,
@@ -200,7 +200,7 @@ def test_failed_write_keeps_the_old_table_and_no_temporary(tmp_path, monkeypatch
     def crash(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report.os, "replace", crash)
+    monkeypatch.setattr(atomic.os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
         write_table(pd.DataFrame({"a": [2.0]}), tmp_path / "t")
     assert (tmp_path / "t.csv").read_bytes() == before

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from ndir.errors import ConfigError, DatasetError
-from ndir.stages.common import atomic_output, run_rule, shard_rows, split_together
+from ndir.atomic import atomic_output
+from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.baseline import table1
 from ndir.stages.data import index_dataset
 

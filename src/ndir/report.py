@@ -13,15 +13,15 @@ INRIA Holidays test half) ship with the package in ``ndir/reference/``.
 """
 
 import math
-import os
 import re
-import tempfile
 from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import is_float_dtype, is_numeric_dtype
+
+from .atomic import atomic_output
 
 #: Value of the ``R`` column marking the full (unreduced) signature.
 FULL_R = 0
@@ -467,7 +467,8 @@ def write_table(df, stem, caption=None, intervals=None):
 
     paths = [stem.with_name(f"{stem.name}.{ext}") for ext in ("csv", "md", "tex")]
     for path, text in zip(paths, (csv, markdown + "\n", latex)):
-        _write_atomic(path, text)
+        with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
     return paths
 
 
@@ -527,23 +528,3 @@ def _latex(cells, numeric, caption):
             r"\end{table}",
         ]
     return "\n".join(body) + "\n"
-
-
-def _write_atomic(path, text):
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
-    handle = tempfile.NamedTemporaryFile(
-        "w",
-        encoding="utf-8",
-        newline="",
-        dir=path.parent,
-        prefix=f".{path.name}.",
-        suffix=".tmp",
-        delete=False,
-    )
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, path)
-    except BaseException:
-        os.unlink(handle.name)
-        raise

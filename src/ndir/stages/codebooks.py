@@ -5,8 +5,9 @@ import logging
 import numpy as np
 
 from .. import codebooks
+from ..atomic import atomic_output
 from ..descriptors import image_descriptors_with
-from .common import atomic_output, read_image_table
+from .common import read_image_table
 
 logger = logging.getLogger(__name__)
 

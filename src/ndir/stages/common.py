@@ -5,9 +5,7 @@ The stage modules' counterpart of ``workflow/rules/common.smk``.
 
 import json
 import logging
-import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pandas as pd
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from ..atomic import atomic_output
 from ..errors import NdirInputError, ResultFileError
 
 logger = logging.getLogger(__name__)
@@ -73,24 +72,6 @@ def _logging_to(path):
 
 
 # --------------------------------------------------------------------------- writing
-
-
-@contextmanager
-def atomic_output(path):
-    """Yield a temporary path beside ``path``; move it into place on success.
-
-    A job that fails leaves no half-written result behind.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def write_json(obj, path):

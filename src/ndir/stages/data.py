@@ -1,15 +1,11 @@
 """Stages of ``workflow/rules/data.smk``: build the embedded set, scan, check and split a data set."""
 
 import logging
-import os
-import shutil
-import tempfile
-from contextlib import contextmanager
-from pathlib import Path
 
 import pandas as pd
 
 from .. import data
+from ..atomic import atomic_folder
 from ..descriptors import min_image_size
 from ..errors import ConfigError, DatasetError
 from .common import write_csv, write_json
@@ -19,27 +15,11 @@ logger = logging.getLogger(__name__)
 
 def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, seed):
     """Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
-    with _atomic_folder(folder) as tmp:
+    with atomic_folder(folder) as tmp:
         table = data.build_embedded_dataset(
             tmp, n_groups=n_groups, seed=seed, view_size=view_size, allow_overlap=allow_overlap
         )
     logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
-
-
-@contextmanager
-def _atomic_folder(folder):
-    """Yield a temporary folder beside ``folder``; move it into place on success."""
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        yield tmp
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
 
 
 def index_dataset(images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, max_dim):

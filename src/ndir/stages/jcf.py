@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import comparison, report
+from ..atomic import atomic_output
 from ..codebooks import DescriptorPCA
 from ..descriptors import image_descriptors_with
 from ..encoding import gmm_posteriors
@@ -33,7 +34,6 @@ from ..evaluation import holidays_map, map_from_scores
 from ..index import load_codebook
 from ..jcf import JCF, second_order_gram, subsample_descriptors
 from .common import (
-    atomic_output,
     check_shard_order,
     read_image_table,
     shard_rows,

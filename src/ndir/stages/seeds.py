@@ -12,6 +12,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import bovw, comparison, report
+from ..atomic import atomic_output
 from ..descriptors import image_descriptors_with
 from ..encoding import l2_normalise_rows
 from ..errors import ConfigError, ResultFileError
@@ -20,7 +21,6 @@ from ..projection import PCAProjection, load_projector, projection_cost
 from ..similarity_matrix import SparseSimilarityMatrix
 from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
 from .common import (
-    atomic_output,
     check_shard_order,
     read_image_table,
     read_shard,

@@ -4,11 +4,12 @@ import logging
 
 import numpy as np
 
+from ..atomic import atomic_output
 from ..codebooks import encode_image
 from ..descriptors import image_descriptors_with
 from ..encoding import power_l2_normalise
 from ..index import load_codebook
-from .common import atomic_output, check_shard_order, read_shard, signature_name
+from .common import check_shard_order, read_shard, signature_name
 
 logger = logging.getLogger(__name__)
 

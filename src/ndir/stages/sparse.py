@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 
 from .. import report
+from ..atomic import atomic_output
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ..projection.product import TransposedBlocks
 from .common import (
-    atomic_output,
     interval_note,
     is_inria_holidays,
     signature_name,
