@@ -59,7 +59,8 @@ def recalls(X, groups, metric="dot"):
     """``{"recall_at_1": ..., "recall_at_8": ...}`` of the test split (:data:`RECALL_KS`).
 
     ``X`` and ``metric`` as for :func:`ndir.evaluation.recall_at_k`: the test images'
-    signatures compared by dot product, or their (n_test, n_test) similarities
+    signatures compared by dot product, by cosine (``"cosine"``: rows L2-normalised,
+    as Tables I and II score reductions), or their (n_test, n_test) similarities
     (``"precomputed"``); every test image is a query, its own score ignored.
     """
     return {f"recall_at_{k}": value for k, value in recall_at_k(X, groups, RECALL_KS, metric).items()}

@@ -14,7 +14,6 @@ import scipy.sparse as sp
 from .. import bovw, comparison, report
 from ..atomic import atomic_output
 from ..descriptors import image_descriptors_with
-from ..encoding import l2_normalise_rows
 from ..errors import ConfigError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
 from ..projection import PCAProjection, load_projector, projection_cost
@@ -301,7 +300,7 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
                 n_test,
                 maps.loc[(name, R, tau)],
                 meta["fit_seconds"],
-                comparison.recalls(l2_normalise_rows(X_test @ U.toarray()), groups),
+                comparison.recalls(X_test @ U.toarray(), groups, "cosine"),
             )
         )
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])
