@@ -308,7 +308,8 @@ def test_recall_at_1_of_the_seeds_comparison_is_recomputable(tiny_run):
     Y = PCAProjection(n_components=8).fit(splits["train"][0]).transform(X_test)
     expected = 100 * recall_at_k(Y, groups, (1,))[1]
     assert comparison.loc[("PCA R=8", "FV-8"), "Recall@1"] == pytest.approx(expected, abs=0.006)
-    counts = split_rows(images, sp.load_npz(tiny_run / "results/signatures/bovw.npz").tocsr())
+    bovw = tiny_run / "results/signatures/bovw.npz"
+    counts = split_rows(images, sp.load_npz(bovw).tocsr(), bovw)
     weighted = tfidf(counts["test"][0], inverse_document_frequency(counts["train"][0]))
     expected = 100 * recall_at_k((weighted @ weighted.T).toarray(), groups, (1,), "precomputed")[1]
     assert comparison.loc[("tf-idf", "tf-idf"), "Recall@1"] == pytest.approx(expected, abs=0.006)
