@@ -493,6 +493,7 @@ def test_check_queries_takes_rows_or_a_mask_or_the_first_of_each_group():
         (np.array(["0", "2"]), "array of row indices"),
         (np.zeros(7, dtype=bool), "no training query"),
         (np.array([], dtype=np.int64), "no training query"),
+        ([], "no training query: queries is empty"),  # a plain empty list is float64
     ],
 )
 def test_check_queries_rejects_bad_query_sets(queries, message):

@@ -169,6 +169,8 @@ def check_queries(group_codes, queries):
         rows = np.sort(np.unique(group_codes, return_index=True)[1])
     else:
         queries = np.asarray(queries)
+        if queries.size == 0:
+            raise ValueError("no training query: queries is empty")
         if queries.dtype == bool and queries.shape == (n_images,):
             rows = np.flatnonzero(queries)
         elif np.issubdtype(queries.dtype, np.integer) and queries.ndim == 1:
