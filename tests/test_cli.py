@@ -295,3 +295,18 @@ def test_build_embedded_defaults_are_the_workflows():
         config["seed"],
     )
     assert DEFAULT_VIEW_SIZE == config["embedded"]["view_size"]
+
+
+def test_descriptors_counts_with_the_given_grid(tmp_path, capsys):
+    """``ndir descriptors`` counts the dense HOG descriptors of the grid asked for, the
+    count :func:`ndir.descriptors.n_descriptors` gives for the image's size."""
+    import cv2
+
+    from ndir.descriptors import n_descriptors
+
+    path = tmp_path / "photo.png"
+    cv2.imwrite(str(path), np.random.default_rng(0).integers(0, 256, (90, 120), dtype=np.uint8))
+    for extra, cells in (([], (4, 6, 8, 10)), (["--cell-sizes", "6", "--step", "5"], (6,))):
+        assert main(["descriptors", str(path), *extra]) in (None, 0)
+        step = 5 if extra else 3
+        assert capsys.readouterr().out == f"{path}: {n_descriptors(90, 120, step, cells)} descriptors of 128 dims\n"

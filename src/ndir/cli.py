@@ -43,7 +43,9 @@ def _describe(args):
     from .descriptors import image_descriptors
 
     for path in args.images:
-        local = image_descriptors(path, max_width=args.max_width, step=args.step)
+        local = image_descriptors(
+            path, max_width=args.max_width, step=args.step, cell_sizes=tuple(args.cell_sizes)
+        )
         print(f"{path}: {local.shape[0]} descriptors of {local.shape[1]} dims")
 
 
@@ -239,6 +241,13 @@ def build_parser():
     describe.add_argument("images", nargs="+")
     describe.add_argument("--max-width", type=int, default=512)
     describe.add_argument("--step", type=int, default=3)
+    describe.add_argument(
+        "--cell-sizes",
+        type=_cell_sizes,
+        default=[4, 6, 8, 10],
+        metavar="C,C,...",
+        help="HOG cell sizes, one scale each (default: 4,6,8,10)",
+    )
     describe.set_defaults(func=_describe)
 
     index = commands.add_parser(
