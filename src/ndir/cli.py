@@ -210,6 +210,27 @@ def _info(args):
         print(f"{key}: {value}")
 
 
+def _add_descriptor_options(parser):
+    """The dense HOG settings (the paper's by default), for the commands that describe
+    images: they must be those the codebook was fitted with."""
+    parser.add_argument(
+        "--max-width",
+        type=int,
+        default=512,
+        help="resize images to at most this width (default: 512)",
+    )
+    parser.add_argument(
+        "--step", type=int, default=3, help="dense grid step in pixels (default: 3)"
+    )
+    parser.add_argument(
+        "--cell-sizes",
+        type=_cell_sizes,
+        default=[4, 6, 8, 10],
+        metavar="C,C,...",
+        help="HOG cell sizes, one scale each (default: 4,6,8,10)",
+    )
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="ndir", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ndir {__version__}")
@@ -239,15 +260,7 @@ def build_parser():
         "descriptors", help="count the dense HOG descriptors of images"
     )
     describe.add_argument("images", nargs="+")
-    describe.add_argument("--max-width", type=int, default=512)
-    describe.add_argument("--step", type=int, default=3)
-    describe.add_argument(
-        "--cell-sizes",
-        type=_cell_sizes,
-        default=[4, 6, 8, 10],
-        metavar="C,C,...",
-        help="HOG cell sizes, one scale each (default: 4,6,8,10)",
-    )
+    _add_descriptor_options(describe)
     describe.set_defaults(func=_describe)
 
     index = commands.add_parser(
@@ -275,22 +288,7 @@ def build_parser():
     index.add_argument(
         "-o", "--output", required=True, metavar="INDEX", help="index folder to write"
     )
-    index.add_argument(
-        "--max-width",
-        type=int,
-        default=512,
-        help="resize images to at most this width (default: 512)",
-    )
-    index.add_argument(
-        "--step", type=int, default=3, help="dense grid step in pixels (default: 3)"
-    )
-    index.add_argument(
-        "--cell-sizes",
-        type=_cell_sizes,
-        default=[4, 6, 8, 10],
-        metavar="C,C,...",
-        help="HOG cell sizes, one scale each (default: 4,6,8,10)",
-    )
+    _add_descriptor_options(index)
     index.add_argument(
         "--alpha",
         type=float,
