@@ -12,8 +12,10 @@ Prints, for each thread count asked (BLAS and faiss limited alike):
 - one 512-px photo (about 77k dense descriptors) encoded with the paper's eight
   codebooks (VLAD and FV, K = 64...512, fitted here on shipped photos with few
   iterations): seconds per image as ``encode_shard`` spends them
-  (``ndir.codebooks.encode_image``) and codebook by codebook, against the same
-  GEMM bound (2 N K 128 + 4 N K 161 flops per K) and the 0.8 s target of issue 14.
+  (``ndir.codebooks.encode_image``; with two threads its blocks of descriptors run
+  on two threads with single-threaded BLAS, the same bits as one thread) and
+  codebook by codebook, against the same GEMM bound (2 N K 128 + 4 N K 161 flops
+  per K, at the GFLOP/s of the thread count) and the 0.8 s target of issue 14.
 
 Every time is the best of a few repeats (the machine may be shared).
 

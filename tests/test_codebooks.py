@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 from ndir import codebooks  # noqa: E402
 from ndir.codebooks import (  # noqa: E402
@@ -29,7 +29,12 @@ from ndir.codebooks import (  # noqa: E402
     _m_step,
     gmm_em,
 )
-from ndir.encoding import fisher_vector, gmm_statistics, nearest_centroids  # noqa: E402
+from ndir.encoding import (  # noqa: E402
+    CHUNK_SIZE,
+    fisher_vector,
+    gmm_statistics,
+    nearest_centroids,
+)
 from ndir.errors import NdirInputError  # noqa: E402
 
 
@@ -416,3 +421,51 @@ def test_fitting_rejects_too_small_or_non_finite_samples():
     X[3, 2] = np.nan
     with pytest.raises(NdirInputError, match="NaN"):
         fit_descriptor_pca(X, n_components=4)
+
+
+def random_codebooks(rng, n_clusters=64, dim=128, n_components=80):
+    """A VLAD and a Fisher codebook of realistic sizes from random parameters (their
+    values do not matter for how the products round)."""
+    axes = np.linalg.qr(rng.normal(size=(dim, n_components)))[0].astype(np.float32)
+    pca = DescriptorPCA(
+        rng.random(dim, dtype=np.float32) * 0.1, axes, np.ones(n_components, np.float32)
+    )
+    cluster_axes = np.linalg.qr(rng.normal(size=(n_clusters, dim, n_components)))[0]
+    vlad = VladCodebook(
+        rng.random((n_clusters, dim), dtype=np.float32) * 0.2,
+        cluster_axes.astype(np.float32),
+        0,
+        1,
+    )
+    fisher = FisherCodebook(
+        pca,
+        np.full(n_clusters, 1 / n_clusters),
+        rng.normal(0, 0.05, (n_clusters, n_components)),
+        rng.uniform(0.002, 0.01, (n_clusters, n_components)),
+        0,
+        1,
+    )
+    return {"vlad": vlad, "fv": fisher}
+
+
+def test_encode_image_gives_the_same_bits_on_one_and_two_blas_threads():
+    """OpenBLAS rounds these float32 products differently on one and two threads (the
+    encoders called under two-thread BLAS did, in their last bits); encode_image runs
+    its blocks of descriptors on two Python threads with single-threaded BLAS
+    instead (so does each codebook's encode), so a two-core ``ndir index`` gives the
+    workflow's (one-thread) bits."""
+    with threadpool_limits(limits=2, user_api="blas"):
+        if max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas") < 2:
+            pytest.skip("BLAS cannot use two threads here")
+    rng = np.random.default_rng(4)
+    descriptors = rng.random((3 * CHUNK_SIZE + 123, 128), dtype=np.float32)
+    codebooks = random_codebooks(rng)
+    with threadpool_limits(limits=1, user_api="blas"):
+        expected = {name: c.encode(descriptors) for name, c in codebooks.items()}
+    with threadpool_limits(limits=2, user_api="blas"):
+        signatures = encode_image(descriptors, codebooks)
+        each = {name: c.encode(descriptors) for name, c in codebooks.items()}
+    for name in codebooks:
+        assert signatures[name].any()
+        np.testing.assert_array_equal(signatures[name], expected[name])
+        np.testing.assert_array_equal(each[name], expected[name])

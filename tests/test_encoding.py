@@ -1,11 +1,17 @@
 """VLAD, Fisher Vector, GMM posteriors and power + L2 normalisation against slow loops."""
 
+import threading
+
 import numpy as np
 import pytest
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from ndir.encoding import (
+    CHUNK_SIZE,
+    blas_block_map,
+    block_statistics,
     cluster_sums,
     fisher_vector,
     gmm_posteriors,
@@ -227,6 +233,70 @@ def test_nearest_centroids_and_cluster_sums_against_brute_force():
     for k in range(7):
         assert counts[k] == np.sum(labels == k)
         np.testing.assert_allclose(sums[k], X[labels == k].sum(axis=0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n_clusters", [3, 8, 21])
+def test_cluster_sums_in_ranges_of_clusters_add_each_clusters_rows_in_order(n_clusters):
+    """cluster_sums splits the clusters into up to CLUSTER_RANGES ranges (fewer
+    clusters than ranges, as many, more; some clusters empty): each cluster's rows
+    are still added one after the other in row order, so the float32 sums equal
+    np.add.at's sequential sums to the bit, with the thread map as with ``map``."""
+    rng = np.random.default_rng(n_clusters)
+    X = (rng.normal(size=(500, 4)) * 10.0 ** rng.integers(-3, 4, (500, 1))).astype(np.float32)
+    labels = rng.integers(0, n_clusters - 1, 500)  # the last cluster stays empty
+    expected = np.zeros((n_clusters, 4), dtype=np.float32)
+    np.add.at(expected, labels, X)
+    with threadpool_limits(limits=2, user_api="blas"), blas_block_map() as block_map:
+        threaded, _ = cluster_sums(X, labels, n_clusters, block_map)
+    sums, counts = cluster_sums(X, labels, n_clusters)
+    np.testing.assert_array_equal(sums, expected)
+    np.testing.assert_array_equal(threaded, expected)
+    np.testing.assert_array_equal(counts, np.bincount(labels, minlength=n_clusters))
+    assert sums.dtype == np.float32 and not sums[-1].any()
+
+
+def test_blas_block_map_runs_blocks_on_threads_with_single_threaded_blas():
+    """Under a BLAS limit of two threads the map runs its calls on two Python
+    threads, in order, with BLAS at one thread inside and two again after; under
+    one thread it is the builtin map. (A BLAS threaded by OpenMP, such as faiss's,
+    keeps its limits per thread: only the pthreads ones, NumPy's, are read in the
+    workers.)"""
+    def blas_threads(layers=("pthreads", "openmp")):
+        blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+        return {i["num_threads"] for i in blas if i.get("threading_layer") in layers}
+
+    with threadpool_limits(limits=1, user_api="blas"), blas_block_map() as block_map:
+        assert block_map is map
+    with threadpool_limits(limits=2, user_api="blas"):
+        if max(blas_threads()) < 2:
+            pytest.skip("BLAS cannot use two threads here")
+        with blas_block_map() as block_map:
+            assert blas_threads() == {1}
+            seen = list(
+                block_map(
+                    lambda i: (i, threading.get_ident(), blas_threads(["pthreads"])),
+                    range(40),
+                )
+            )
+        assert [i for i, _, _ in seen] == list(range(40))
+        assert all(threads == {1} for _, _, threads in seen)
+        assert threading.get_ident() not in {ident for _, ident, _ in seen}
+        assert blas_threads() == {2}
+
+
+def test_block_statistics_equal_one_call_of_gmm_statistics_to_the_bit():
+    """Fisher Vectors sum gmm_statistics of blocks of CHUNK_SIZE descriptors (on
+    threads): the same floats as gmm_statistics over all of them, which adds the
+    same blocks in the same order."""
+    rng = np.random.default_rng(5)
+    weights, means, variances = random_gmm(rng, n_components=16, dim=6)
+    X = rng.normal(size=(2 * CHUNK_SIZE + 77, 6)).astype(np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        expected = gmm_statistics(X, weights, means, variances)
+    with threadpool_limits(limits=2, user_api="blas"), blas_block_map() as block_map:
+        parts = block_statistics(X, weights, means, variances, block_map)
+    for part, whole in zip(parts, expected):
+        np.testing.assert_array_equal(part, whole)
 
 
 def test_power_l2_normalise_hand_worked():

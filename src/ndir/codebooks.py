@@ -18,7 +18,7 @@ file of the wrong kind is refused with a clear message.
 """
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import faiss
@@ -26,10 +26,10 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ndir.encoding import (
-    CHUNK_SIZE,
+    blas_block_map,
+    block_statistics,
     cluster_sums,
     fisher_vector,
-    gmm_statistics,
     nearest_centroids,
     vlad,
 )
@@ -248,13 +248,17 @@ class VladCodebook:
         """Signature length K * d'."""
         return self.n_clusters * self.n_components
 
-    def encode(self, descriptors):
+    def encode(self, descriptors, block_map=None):
         """Raw VLAD signature (K * d',) float32 of one image's descriptors (n, D).
 
-        See :func:`ndir.encoding.vlad`; no descriptors give the zero vector.
+        See :func:`ndir.encoding.vlad`; no descriptors give the zero vector. The
+        blocks of descriptors run on ``block_map``, by default that of a
+        :func:`ndir.encoding.blas_block_map` opened for the call: the same bits on
+        any number of threads.
         """
         descriptors = _image_descriptors(descriptors, self.centroids_.shape[1])
-        return vlad(descriptors, self.centroids_, self.components_)
+        with _encoding_map(block_map) as block_map:
+            return vlad(descriptors, self.centroids_, self.components_, block_map)
 
     def save(self, path):
         """Write the codebook to the ``.npz`` file ``path`` (kind ``"vlad"``)."""
@@ -398,21 +402,26 @@ class FisherCodebook:
         """Signature length 2 * K * d'."""
         return 2 * self.means_.size
 
-    def encode(self, descriptors):
+    def encode(self, descriptors, block_map=None):
         """Raw Fisher Vector (2 K d',) float32 of one image's descriptors (n, D).
 
         The descriptors go through ``pca_`` first; see
         :func:`ndir.encoding.fisher_vector` for the formula and the layout
-        ``[G_mu, G_sigma]``. No descriptors give the zero vector.
+        ``[G_mu, G_sigma]``. No descriptors give the zero vector. ``block_map``: as
+        in :meth:`VladCodebook.encode`.
         """
         descriptors = _image_descriptors(descriptors, self.pca_.mean_.shape[0])
-        return self.encode_reduced(self.pca_.transform(descriptors))
+        with _encoding_map(block_map) as block_map:
+            return self.encode_reduced(self.pca_.transform(descriptors), block_map)
 
-    def encode_reduced(self, reduced):
+    def encode_reduced(self, reduced, block_map=None):
         """Raw Fisher Vector (2 K d',) float32 of descriptors already through ``pca_``
         (``reduced = pca_.transform(descriptors)``, (n, d')): what :meth:`encode`
         computes after its PCA, for codebooks sharing one PCA (:func:`encode_image`)."""
-        return fisher_vector(reduced, self.weights_, self.means_, self.variances_)
+        with _encoding_map(block_map) as block_map:
+            return fisher_vector(
+                reduced, self.weights_, self.means_, self.variances_, block_map
+            )
 
     def save(self, path):
         """Write the codebook and its PCA to the ``.npz`` file ``path`` (kind ``"fv"``)."""
@@ -474,10 +483,10 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     mean and variance.
 
     The E-step runs on fixed blocks of ``CHUNK_SIZE`` rows, each with single-threaded
-    BLAS, on as many threads as BLAS was allowed, and sums the blocks in order: a
-    multi-threaded BLAS splits the long reduction of the statistics GEMM by thread
-    count, which changed the codebook in its last bits between a 1- and a 2-core run
-    (and, through the rankings, the learned projectors).
+    BLAS, on as many threads as BLAS was allowed (:func:`ndir.encoding.blas_block_map`),
+    and sums the blocks in order: a multi-threaded BLAS splits the long reduction of
+    the statistics GEMM by thread count, which changed the codebook in its last bits
+    between a 1- and a 2-core run (and, through the rankings, the learned projectors).
 
     Parameters
     ----------
@@ -491,18 +500,11 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     weights (K,), means (K, d), variances (K, d), float64.
     """
     n = len(X)
-    blocks = [X[start : start + CHUNK_SIZE] for start in range(0, n, CHUNK_SIZE)]
-    blas = ThreadpoolController().select(user_api="blas")
-    n_threads = max([info["num_threads"] for info in blas.info()] + [1])
-    with ThreadPoolExecutor(n_threads) as pool, blas.limit(limits=1):
+    with blas_block_map() as block_map:
         for iteration in range(n_iter):
-            parts = list(
-                pool.map(
-                    lambda block: gmm_statistics(block, weights, means, variances),
-                    blocks,
-                )
+            s0, s1, s2, log_likelihood = block_statistics(
+                X, weights, means, variances, block_map
             )
-            s0, s1, s2, log_likelihood = (sum(values) for values in zip(*parts))
             weights, means, variances = _m_step(
                 s0, s1, s2, n, means, variances, variance_floor
             )
@@ -597,10 +599,14 @@ def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=
 def encode_image(descriptors, codebooks):
     """Raw signatures of one image's descriptors under several codebooks.
 
-    Each signature equals its codebook's ``encode(descriptors)`` to the bit; the
-    Fisher codebooks whose descriptor PCA has equal arrays (a workflow fits one,
-    ``pca.npz``, for all of them) reduce the descriptors once instead of once each
-    (40-110 ms per 512-px image of 77k descriptors and per codebook saved).
+    Each signature equals its codebook's ``encode(descriptors)`` under single-threaded
+    BLAS to the bit, whatever the number of threads: the blocks of descriptors run
+    on as many threads as BLAS may use (:func:`ndir.encoding.blas_block_map`), each
+    with single-threaded BLAS, so a workflow rule with one thread and a two-core
+    ``ndir index`` compute the same bits. The Fisher codebooks whose descriptor PCA
+    has equal arrays (a workflow fits one, ``pca.npz``, for all of them) reduce the
+    descriptors once instead of once each (40-110 ms per 512-px image of 77k
+    descriptors and per codebook saved).
 
     Parameters
     ----------
@@ -613,17 +619,18 @@ def encode_image(descriptors, codebooks):
     """
     reductions = []  # (DescriptorPCA, reduced descriptors) pairs computed so far
     signatures = {}
-    for name, codebook in codebooks.items():
-        if not isinstance(codebook, FisherCodebook):
-            signatures[name] = codebook.encode(descriptors)
-            continue
-        pca = codebook.pca_
-        reduced = next((r for p, r in reductions if _same_pca(p, pca)), None)
-        if reduced is None:
-            checked = _image_descriptors(descriptors, pca.mean_.shape[0])
-            reduced = pca.transform(checked)
-            reductions.append((pca, reduced))
-        signatures[name] = codebook.encode_reduced(reduced)
+    with blas_block_map() as block_map:
+        for name, codebook in codebooks.items():
+            if not isinstance(codebook, FisherCodebook):
+                signatures[name] = codebook.encode(descriptors, block_map)
+                continue
+            pca = codebook.pca_
+            reduced = next((r for p, r in reductions if _same_pca(p, pca)), None)
+            if reduced is None:
+                checked = _image_descriptors(descriptors, pca.mean_.shape[0])
+                reduced = pca.transform(checked)
+                reductions.append((pca, reduced))
+            signatures[name] = codebook.encode_reduced(reduced, block_map)
     return signatures
 
 
@@ -632,3 +639,10 @@ def _same_pca(a, b):
     return a is b or (
         np.array_equal(a.mean_, b.mean_) and np.array_equal(a.components_, b.components_)
     )
+
+
+def _encoding_map(block_map):
+    """Context giving ``block_map``, or, when it is None, the ``map`` of a
+    :func:`ndir.encoding.blas_block_map` opened for the call (single-threaded BLAS
+    inside, so that the descriptor PCA rounds as on one core too)."""
+    return blas_block_map() if block_map is None else nullcontext(block_map)

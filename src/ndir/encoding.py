@@ -9,22 +9,70 @@ Everything works on float32 arrays; the costly parts are matrix products over
 blocks of ``chunk_size`` descriptors, so memory stays bounded (a block's
 ``(chunk_size, K)`` posterior or score matrix) whatever the number of descriptors;
 the GMM statistics are accumulated across blocks in float64.
+
+The blocks may run on threads (:func:`blas_block_map`), each block with
+single-threaded BLAS, its results combined in block order: the signatures are then
+the same to the bit whatever the number of threads. A multi-threaded BLAS would not
+give that: OpenBLAS's float32 products differ in their last bits between one and
+two threads, and between one product and the same rows cut into blocks.
 """
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse
+from threadpoolctl import ThreadpoolController
 
 CHUNK_SIZE = 4096
 """Descriptors per block: a (4096, 512) float32 block is 8 MiB and stays in cache."""
 
 
-def nearest_centroids(descriptors, centroids, chunk_size=CHUNK_SIZE):
+@contextmanager
+def blas_block_map():
+    """A ``map`` for blocks of rows, on as many threads as BLAS may use now.
+
+    Inside the context BLAS runs single-threaded, and the ``map`` it yields runs
+    its calls on that many Python threads (NumPy and BLAS release the GIL),
+    returning their results in order: the builtin ``map`` when BLAS was limited to
+    one thread (as in a workflow rule with ``threads: 1``). Blocks of fixed size
+    summed in order then give the same bits on any number of threads.
+
+    Yields
+    ------
+    callable ``map(function, blocks)`` -> iterator of ``function(block)``.
+    """
+    blas = ThreadpoolController().select(user_api="blas")
+    n_threads = max([info["num_threads"] for info in blas.info()] + [1])
+    if n_threads == 1:
+        yield map
+        return
+    with ThreadPoolExecutor(n_threads) as pool, blas.limit(limits=1):
+        yield pool.map
+
+
+def row_slices(n_rows, size=CHUNK_SIZE):
+    """Slices cutting ``n_rows`` rows into consecutive blocks of ``size`` rows, the
+    last one shorter: the blocks every encoder works on."""
+    return [slice(start, start + size) for start in range(0, n_rows, size)]
+
+
+def row_blocks(X, size=CHUNK_SIZE):
+    """The blocks of :func:`row_slices` of the rows of X (views)."""
+    return [X[rows] for rows in row_slices(len(X), size)]
+
+
+def nearest_centroids(descriptors, centroids, chunk_size=CHUNK_SIZE, block_map=map):
     """Index of the nearest centroid (squared Euclidean distance) of each descriptor.
 
     Parameters
     ----------
     descriptors : (N, D) float32
     centroids : (K, D) float32
+    chunk_size : int, descriptors per block.
+    block_map : callable, default the builtin ``map``
+        Runs the blocks of ``chunk_size`` descriptors, e.g. the ``map`` of
+        :func:`blas_block_map` to run them on threads.
 
     Returns
     -------
@@ -35,15 +83,21 @@ def nearest_centroids(descriptors, centroids, chunk_size=CHUNK_SIZE):
     centroids = np.asarray(centroids, dtype=np.float32)
     # |x|^2 is the same for every centroid, so it does not change the argmin.
     half_sq_norms = 0.5 * np.einsum("kd,kd->k", centroids, centroids)
-    labels = np.empty(len(descriptors), dtype=np.int64)
-    for start in range(0, len(descriptors), chunk_size):
-        scores = descriptors[start : start + chunk_size] @ centroids.T
+
+    def block_labels(block):
+        scores = block @ centroids.T
         scores -= half_sq_norms
-        labels[start : start + chunk_size] = scores.argmax(axis=1)
-    return labels
+        return scores.argmax(axis=1)
+
+    labels = list(block_map(block_labels, row_blocks(descriptors, chunk_size)))
+    return np.concatenate(labels) if labels else np.empty(0, dtype=np.int64)
 
 
-def cluster_sums(X, labels, n_clusters):
+CLUSTER_RANGES = 8
+"""Ranges of clusters :func:`cluster_sums` sums separately (on threads if asked)."""
+
+
+def cluster_sums(X, labels, n_clusters, block_map=map):
     """Per-cluster sum and count of the rows of X, given their cluster labels.
 
     Parameters
@@ -51,6 +105,10 @@ def cluster_sums(X, labels, n_clusters):
     X : (N, D) float32 or float64
     labels : (N,) int in [0, K)
     n_clusters : int K
+    block_map : callable, default the builtin ``map``
+        Runs the ``CLUSTER_RANGES`` ranges of clusters, e.g. the ``map`` of
+        :func:`blas_block_map` to run them on threads. Each cluster's rows are
+        summed in their order whatever the ranges, so the sums are the same to the bit.
 
     Returns
     -------
@@ -58,14 +116,23 @@ def cluster_sums(X, labels, n_clusters):
     counts : (K,) int64
     """
     n = len(labels)
-    # A (K, N) one-hot sparse matrix: one pass over the rows, unlike np.add.at.
-    one_hot = scipy.sparse.csr_matrix(
-        (np.ones(n, dtype=X.dtype), (labels, np.arange(n))), shape=(n_clusters, n)
-    )
-    return one_hot @ X, np.bincount(labels, minlength=n_clusters)
+    bounds = np.linspace(0, n_clusters, min(CLUSTER_RANGES, n_clusters) + 1).astype(int)
+
+    def range_sums(first, stop):
+        # A one-hot sparse matrix of the range's clusters against all N rows: one
+        # pass over the rows it holds, unlike np.add.at.
+        rows = np.flatnonzero((labels >= first) & (labels < stop))
+        one_hot = scipy.sparse.csr_matrix(
+            (np.ones(len(rows), dtype=X.dtype), (labels[rows] - first, rows)),
+            shape=(stop - first, n),
+        )
+        return one_hot @ X
+
+    sums = np.concatenate(list(block_map(range_sums, bounds[:-1], bounds[1:])))
+    return sums, np.bincount(labels, minlength=n_clusters)
 
 
-def vlad(descriptors, centroids, cluster_components):
+def vlad(descriptors, centroids, cluster_components, block_map=map):
     """VLAD signature with cluster-wise PCA (Jégou et al. 2010; Negrel et al. 2012).
 
     Each descriptor x is hard-assigned to its nearest centroid c_k; block k of the
@@ -80,6 +147,7 @@ def vlad(descriptors, centroids, cluster_components):
     descriptors : (N, D) float32, local descriptors (D = 128 for dense HOG).
     centroids : (K, D) float32, k-means centroids.
     cluster_components : (K, D, d') float32, orthonormal columns P_k per cluster.
+    block_map : callable, default ``map``; see :func:`nearest_centroids`.
 
     Returns
     -------
@@ -91,10 +159,16 @@ def vlad(descriptors, centroids, cluster_components):
         return np.zeros(n_clusters * n_components, dtype=np.float32)
     descriptors = np.asarray(descriptors, dtype=np.float32)
     centroids = np.asarray(centroids, dtype=np.float32)
-    labels = nearest_centroids(descriptors, centroids)
+    labels = nearest_centroids(descriptors, centroids, block_map=block_map)
     # Summing x - c_k rather than subtracting n_k c_k from sum x avoids the
     # cancellation of a large sum against n_k c_k.
-    residual_sums, _ = cluster_sums(descriptors - centroids[labels], labels, n_clusters)
+    residuals = np.empty_like(descriptors)
+
+    def block_residuals(rows):
+        np.subtract(descriptors[rows], centroids[labels[rows]], out=residuals[rows])
+
+    list(block_map(block_residuals, row_slices(len(descriptors))))  # each fills its rows
+    residual_sums, _ = cluster_sums(residuals, labels, n_clusters, block_map)
     blocks = np.matmul(residual_sums[:, None, :], cluster_components)
     return blocks.astype(np.float32, copy=False).ravel()
 
@@ -213,7 +287,22 @@ def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE
     return totals[:, 2 * dim], totals[:, dim : 2 * dim], totals[:, :dim], log_likelihood
 
 
-def fisher_vector(descriptors, weights, means, variances):
+def block_statistics(descriptors, weights, means, variances, block_map=map):
+    """:func:`gmm_statistics` of the descriptors, computed block by block by
+    ``block_map`` (e.g. on threads, :func:`blas_block_map`) and summed in block order:
+    the same values, to the bit, as one call of :func:`gmm_statistics` (which sums
+    the same blocks in the same order).
+    """
+    parts = list(
+        block_map(
+            lambda block: gmm_statistics(block, weights, means, variances),
+            row_blocks(descriptors),
+        )
+    )
+    return tuple(sum(values) for values in zip(*parts))
+
+
+def fisher_vector(descriptors, weights, means, variances, block_map=map):
     """Fisher Vector of a set of descriptors under a diagonal GMM.
 
     Gradients of the average log-likelihood with respect to the means and the
@@ -235,6 +324,10 @@ def fisher_vector(descriptors, weights, means, variances):
     weights : (K,) mixture weights w_k.
     means : (K, D) mu_k.
     variances : (K, D) sigma_k^2 (diagonal covariances).
+    block_map : callable, default ``map``
+        Runs :func:`gmm_statistics` on the blocks of ``CHUNK_SIZE`` descriptors,
+        e.g. the ``map`` of :func:`blas_block_map`; their statistics are summed in
+        block order.
 
     Returns
     -------
@@ -247,7 +340,7 @@ def fisher_vector(descriptors, weights, means, variances):
     n = len(descriptors)
     if n == 0:
         return np.zeros(2 * n_components * dim, dtype=np.float32)
-    s0, s1, s2, _ = gmm_statistics(descriptors, weights, means, variances)
+    s0, s1, s2, _ = block_statistics(descriptors, weights, means, variances, block_map)
     weights = np.asarray(weights, dtype=np.float64)[:, None]
     means = np.asarray(means, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)

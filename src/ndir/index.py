@@ -186,8 +186,9 @@ class ImageEncoder:
     def signature_of(self, path):
         """Power- and L2-normalised signature x (D,) float32 of an image file.
 
-        Raises NdirInputError (ImageReadError) if the file cannot be decoded or is
-        too small for one descriptor.
+        The same bits as the workflow's signatures, whatever the cores (the
+        codebook's ``encode``). Raises NdirInputError (ImageReadError) if the file
+        cannot be decoded or is too small for one descriptor.
         """
         local = image_descriptors_with(path, self.descriptors)
         return power_l2_normalise(self.codebook.encode(local), alpha=self.alpha)
