@@ -1,6 +1,7 @@
 """Tests of ndir.index: encoding, the faiss index, its files and the checks on inputs."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,6 +57,31 @@ def test_index_scores_are_raw_inner_products(tiny_models, tmp_path):
     assert meta["projector"]["meta"]["sparsity"] == TAU and meta["n_images"] == len(
         table
     )
+
+
+def test_images_encoded_on_threads_give_the_same_index_order_and_skips(tiny_models, tmp_path):
+    """build_index on 3 threads (more images than the 4 x 3 in flight, an unreadable
+    file among them) keeps the paths' order, skips the same file and gives the same
+    projections, to the bit, as on one thread."""
+    paths = list(tiny_models["table"]["path"]) * 2
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"not a jpeg")
+    paths.insert(7, broken)
+    encoder = encoder_of(tiny_models)
+    told = []
+    results = {}
+    for n_jobs in (1, 3):
+        index, skipped = ndi.build_index(
+            paths, encoder, on_skip=lambda path, message: told.append(path), n_jobs=n_jobs
+        )
+        results[n_jobs] = index
+        assert [path for path, _ in skipped] == [str(broken)]
+    assert told == [broken, broken] and len(paths) > 4 * 3
+    one, three = results[1], results[3]
+    assert one.paths == three.paths == [str(Path(p).resolve()) for p in paths if p != broken]
+    stored = [index.index.reconstruct_n(0, len(index)) for index in (one, three)]
+    np.testing.assert_array_equal(stored[0], stored[1])
+    np.testing.assert_array_equal(stored[0][: len(tiny_models["X"])], stored[0][len(tiny_models["X"]) :])
 
 
 def test_wrong_projector_is_refused(tiny_models, tmp_path):

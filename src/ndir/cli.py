@@ -61,6 +61,16 @@ def _cell_sizes(text):
     return sizes
 
 
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def _figure_file(text):
     """An output figure path whose suffix matplotlib can write (png, pdf, svg, ...)."""
     from matplotlib.backend_bases import FigureCanvasBase
@@ -106,7 +116,7 @@ def _index(args):
         tqdm.write(f"ndir: warning: skipped {message}", file=sys.stderr)
 
     index, skipped = build_index(
-        paths, encoder, progress=progress, on_skip=warn, groups=groups
+        paths, encoder, progress=progress, on_skip=warn, groups=groups, n_jobs=args.jobs
     )
     if groups is not None:
         index.meta["groups"] = args.groups
@@ -302,6 +312,15 @@ def build_parser():
         "holidays (100000.jpg, ...; group = number // 100), ukbench (groups of 4 "
         "numbers) or folders (one sub-folder per group); `query --show` then frames "
         "results green or red",
+    )
+    index.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="images encoded at once, on N threads (default: every CPU; the index is "
+        "the same for any N)",
     )
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     index.set_defaults(func=_index)

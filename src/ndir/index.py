@@ -32,13 +32,17 @@ An index is a folder:
 import hashlib
 import json
 import logging
+import os
 import zipfile
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .codebooks import FisherCodebook, VladCodebook
@@ -485,10 +489,43 @@ def group_labels(folder, kind):
     }
 
 
-def build_index(paths, encoder, progress=None, on_skip=None, groups=None):
+def encoded_images(paths, encoder, n_jobs=None):
+    """``(path, y)`` for each image in order, ``y`` the projected signature or, for a
+    file that cannot be read, the NdirInputError that says why.
+
+    The images are encoded on ``n_jobs`` threads (None: every CPU available to the
+    process), each with single-threaded BLAS, so ``y`` has the same bits as on one
+    thread (and as the workflow's signatures). At most ``4 * n_jobs`` images are in
+    flight: the paths are consumed as the results are.
+    """
+    n_jobs = len(os.sched_getaffinity(0)) if n_jobs is None else int(n_jobs)
+
+    def attempt(path):
+        try:
+            return encoder(path)
+        except NdirInputError as error:
+            return error
+
+    if n_jobs <= 1:
+        yield from ((path, attempt(path)) for path in paths)
+        return
+    in_flight = deque()
+    with ThreadPoolExecutor(n_jobs) as pool, threadpool_limits(limits=1, user_api="blas"):
+        for path in paths:
+            in_flight.append((path, pool.submit(attempt, path)))
+            if len(in_flight) >= 4 * n_jobs:
+                done, future = in_flight.popleft()
+                yield done, future.result()
+        while in_flight:
+            done, future = in_flight.popleft()
+            yield done, future.result()
+
+
+def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs=None):
     """Encode and project every image; images that cannot be read are skipped.
 
-    Streams image by image: only the (n, R) projections are held.
+    Streams image by image (:func:`encoded_images`, on ``n_jobs`` threads): only the
+    (n, R) projections are held.
 
     Parameters
     ----------
@@ -499,6 +536,7 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None):
         image; None logs a warning.
     groups : None, or ``{resolved path: group}`` (:func:`group_labels`): the
         index then records each image's group (None where absent).
+    n_jobs : int or None, threads encoding images (None: every CPU available).
 
     Returns
     -------
@@ -513,16 +551,15 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None):
     import faiss
 
     rows, kept, skipped = [], [], []
-    for path in progress(paths) if progress else paths:
-        try:
-            rows.append(encoder(path))
-        except NdirInputError as error:
+    for path, outcome in encoded_images(progress(paths) if progress else paths, encoder, n_jobs):
+        if isinstance(outcome, NdirInputError):
             if on_skip is None:
-                logger.warning("skipped %s", error)
+                logger.warning("skipped %s", outcome)
             else:
-                on_skip(path, str(error))
-            skipped.append((str(path), str(error)))
+                on_skip(path, str(outcome))
+            skipped.append((str(path), str(outcome)))
             continue
+        rows.append(outcome)
         kept.append(str(Path(path).resolve()))
     if not kept:
         raise NdirInputError(
