@@ -584,11 +584,18 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs
 def query_index(index, paths, k=10):
     """The ``k`` nearest indexed images of each query image file, itself excluded.
 
+    The queries are encoded on every CPU (:func:`encoded_images`).
+
     Returns a list of ``{"query": path, "results": [{"rank", "path", "score"}]}``.
     Raises NdirInputError (naming the file) if a query image cannot be read.
     """
     encoder = index.encoder()
-    Y = np.stack([encoder(path) for path in paths])
+    Y = []
+    for _, outcome in encoded_images(paths, encoder):
+        if isinstance(outcome, NdirInputError):
+            raise outcome
+        Y.append(outcome)
+    Y = np.stack(Y)
     hits = index.search(Y, k=k, exclude=paths)
     return [
         {
