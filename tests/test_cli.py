@@ -187,6 +187,7 @@ def test_usage_errors_exit_2(capsys):
             "--cell-sizes",
             "4,x",
         ],
+        ["index", "x", "--codebook", "c", "--projector", "p", "-o", "o", "-j", "0"],
     ):
         with pytest.raises(SystemExit) as stop:
             main(argv)
