@@ -14,6 +14,7 @@ from ndir.jcf import (
     codebook_second_order_pooling,
     factorised_pooling,
     hardest_negative_triplet_loss,
+    pooling_madds,
     second_order_gram,
     second_order_pooling,
     signed_sqrt,
@@ -560,3 +561,13 @@ def test_save_and_load(tmp_path, toy):
     np.savez(tmp_path / "other.npz", kind=np.array("fv"))
     with pytest.raises(ValueError, match="not a JCF model"):
         JCF.load(tmp_path / "other.npz")
+
+
+def test_pooling_madds_hand_worked():
+    n, d = 10, 4  # T = 10
+    assert pooling_madds(n, d, 1, n_database=5) == 10 * 10 + 10 * 5
+    assert pooling_madds(n, d, 3, n_database=5) == 10 * 10 * 4 + 3 * 10 * 5
+    # JCF-2 at K = 3: lift 10 * 12, projections 10 * 12 * 4, products 10 * 2; 2 per image.
+    assert pooling_madds(n, d, 3, R=2, n_database=5) == 120 + 480 + 20 + 10
+    # JCF-2-1: A^T h, B^T h (2 * 10 * 3), lifts (2 * 10 * 4), projections (2 * 10 * 4 * 2).
+    assert pooling_madds(n, d, 3, R=2, k=1, n_database=5) == 60 + 80 + 160 + 20 + 10

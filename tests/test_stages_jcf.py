@@ -23,7 +23,6 @@ from ndir.stages.jcf import (
     gather_jcf_features,
     jcf_record,
     load_features,
-    pooling_madds,
     read_records,
     train_jcf,
 )
@@ -208,16 +207,6 @@ def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
             n_clusters=8, n_components=2, n_shared=None, margin=0.3, learning_rate=0.05,
             epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4, seed=0,
         )  # fmt: skip
-
-
-def test_pooling_madds_hand_worked():
-    n, d = 10, 4  # T = 10
-    assert pooling_madds(n, d, 1, n_database=5) == 10 * 10 + 10 * 5
-    assert pooling_madds(n, d, 3, n_database=5) == 10 * 10 * 4 + 3 * 10 * 5
-    # JCF-2 at K = 3: lift 10 * 12, projections 10 * 12 * 4, products 10 * 2; 2 per image.
-    assert pooling_madds(n, d, 3, R=2, n_database=5) == 120 + 480 + 20 + 10
-    # JCF-2-1: A^T h, B^T h (2 * 10 * 3), lifts (2 * 10 * 4), projections (2 * 10 * 4 * 2).
-    assert pooling_madds(n, d, 3, R=2, k=1, n_database=5) == 60 + 80 + 160 + 20 + 10
 
 
 def test_jcf_record_hand_worked():
