@@ -145,3 +145,18 @@ def test_describe_projector_storage(tiny_models):
     assert facts["bytes CSC"] == R * M * 8 + (R + 1) * 4
     codebook = ndi.describe(tiny_models["codebook"])
     assert (codebook["kind"], codebook["K"], codebook["D"]) == ("fv", K, D)
+
+
+def test_available_cpus_falls_back_to_cpu_count_without_an_affinity_mask(monkeypatch):
+    """macOS and Windows have no os.sched_getaffinity: the default thread counts of
+    ndir index and the sparse projector then come from os.cpu_count()."""
+    import os
+
+    import ndir
+
+    assert ndir.available_cpus() >= 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+    assert ndir.available_cpus() == 7
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert ndir.available_cpus() == 1

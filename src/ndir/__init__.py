@@ -12,3 +12,12 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
+
+
+def available_cpus():
+    """CPUs this process may run on: its affinity mask where the system has one (Linux,
+    where it also reflects a SLURM job's allocation), else ``os.cpu_count()`` (macOS,
+    Windows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

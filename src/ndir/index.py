@@ -32,7 +32,6 @@ An index is a folder:
 import hashlib
 import json
 import logging
-import os
 import zipfile
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +43,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from . import __version__
+from . import __version__, available_cpus
 from .codebooks import FisherCodebook, VladCodebook
 from .data import IMAGE_SUFFIXES
 from .descriptors import CELL_SIZES, STEP, image_descriptors_with
@@ -498,7 +497,7 @@ def encoded_images(paths, encoder, n_jobs=None):
     thread (and as the workflow's signatures). At most ``4 * n_jobs`` images are in
     flight: the paths are consumed as the results are.
     """
-    n_jobs = len(os.sched_getaffinity(0)) if n_jobs is None else int(n_jobs)
+    n_jobs = available_cpus() if n_jobs is None else int(n_jobs)
 
     def attempt(path):
         try:

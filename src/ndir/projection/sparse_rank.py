@@ -61,7 +61,6 @@ update, the threads, ``_REFRESH_EVERY``).
 """
 
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
@@ -71,6 +70,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .. import available_cpus
 from ..encoding import l2_normalise_rows
 from ._descent import SPARSE_DENSITY_MAX, Descent
 from ._ranking import RankingProblem, check_queries, select_queries
@@ -366,7 +366,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
 
     def _n_threads(self):
         """Threads of fit and transform: ``n_jobs``, or every core this process may use."""
-        return len(os.sched_getaffinity(0)) if self.n_jobs in (None, -1) else self.n_jobs
+        return available_cpus() if self.n_jobs in (None, -1) else self.n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
