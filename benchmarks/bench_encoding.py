@@ -64,8 +64,8 @@ def descriptor_like(rng, n, dim=128, n_modes=512):
     return X.astype(np.float32)
 
 
-def bench_kmeans(X, n_clusters, n_iter):
-    faiss_s = best_time(lambda: kmeans(X, n_clusters, 0, n_iter), repeats=2)
+def bench_kmeans(X, n_clusters, n_iter, threads):
+    faiss_s = best_time(lambda: kmeans(X, n_clusters, 0, n_iter, threads), repeats=2)
     lloyd = KMeans(
         n_clusters, init="random", n_init=1, max_iter=n_iter, tol=0.0, random_state=0
     )
@@ -230,7 +230,7 @@ def main():
             bench_image(codebooks, descriptors)
             bench_encoding(rng, 20_000)
             bench_em(rng, X80, 256)
-            bench_kmeans(X128, 256, n_iter=20)
+            bench_kmeans(X128, 256, n_iter=20, threads=threads)
 
 
 if __name__ == "__main__":

@@ -105,9 +105,9 @@ def bench_descriptors(quick):
     row("dense descriptors", ours, "OpenCV SIFT compute", sift, "(reference)", True, f"{len(keypoints)} keypoints")
 
 
-def bench_kmeans(rng, n, K, n_iter):
+def bench_kmeans(rng, n, K, n_iter, threads):
     X = descriptor_like(rng, n, dim=80)
-    ours = once(lambda: kmeans(X, K, 0, n_iter))
+    ours = once(lambda: kmeans(X, K, 0, n_iter, threads))
 
     def faiss_default():
         faiss.Kmeans(X.shape[1], K, niter=n_iter, seed=0).train(X)
@@ -218,7 +218,7 @@ def main():
     print(f"machine: {machine()}; {args.threads} threads for BLAS and faiss")
     with threadpool_limits(limits=args.threads):
         bench_descriptors(args.quick)
-        X = bench_kmeans(rng, int(500_000 * scale), 512, 20)
+        X = bench_kmeans(rng, int(500_000 * scale), 512, 20, args.threads)
         bench_em(rng, X, 512)
         bench_fisher(rng, 20_000, 512)
         bench_pca(rng, 745, int(81_920 * scale), 256 if not args.quick else 64)

@@ -111,8 +111,11 @@ class VisualVocabulary:
         return cls(arrays["centroids"], int(arrays["seed"]), int(arrays["n_iter"]), int(arrays["nprobe"]))
 
 
-def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8):
+def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_threads=2):
     """k-means vocabulary on a descriptor sample (n, 128) float32 (faiss).
+
+    ``kmeans_threads``: threads of the k-means, which set its last bits
+    (:func:`ndir.codebooks.kmeans`); 2, the count of the default run's vocabulary.
 
     ``n_words`` words, or ``n // MIN_POINTS_PER_WORD`` when the sample is too small
     for that many (logged as a WARNING naming ``seeds.bovw.vocabulary_size``; the
@@ -137,7 +140,9 @@ def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8):
             supported,
         )
         n_words = supported
-    centroids = kmeans(np.ascontiguousarray(sample, dtype=np.float32), n_words, seed=seed, n_iter=n_iter)
+    centroids = kmeans(
+        np.ascontiguousarray(sample, dtype=np.float32), n_words, seed, n_iter, kmeans_threads
+    )
     return VisualVocabulary(centroids, seed, n_iter, nprobe)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import faiss
 import numpy as np
-from threadpoolctl import ThreadpoolController
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from ndir.encoding import (
     blas_block_map,
@@ -188,18 +188,17 @@ def fit_descriptor_pca(sample, n_components=80):
     )
 
 
-def kmeans(X, n_clusters, seed, n_iter):
+def kmeans(X, n_clusters, seed, n_iter, n_threads):
     """Lloyd k-means centroids (K, D) float32 of X (n, D) float32, with faiss.
 
     All points are used (faiss subsamples to 256 per centroid by default), and the
-    initial centroids are drawn with ``seed``, so the result is reproducible.
+    initial centroids are drawn with ``seed``. faiss's centroids also depend on its
+    number of threads (its BLAS distance products round by the threads' blocking:
+    the default run's VLAD-64 centroids differ by up to 1.4e-3 between one and two
+    threads), so ``n_threads`` is part of what is computed, fixed by the caller
+    rather than taken from the cores: the same centroids with ``--cores 1`` (the
+    threads then share one core) as with ``--cores 16``.
     """
-    if len(X) < 39 * n_clusters:
-        logger.warning(
-            "k-means: %d points for %d clusters (fewer than 39 per cluster)",
-            len(X),
-            n_clusters,
-        )
     clustering = faiss.Kmeans(
         X.shape[1],
         n_clusters,
@@ -209,7 +208,8 @@ def kmeans(X, n_clusters, seed, n_iter):
         min_points_per_centroid=1,
         verbose=False,
     )
-    clustering.train(X)
+    with threadpool_limits(limits=n_threads):
+        clustering.train(X)
     logger.info(
         "k-means K=%d: mean squared distance to the nearest centroid %.4g",
         n_clusters,
@@ -283,7 +283,7 @@ class VladCodebook:
         )
 
 
-def fit_vlad_codebook(sample, n_clusters, n_components=80, seed=0, n_iter=20):
+def fit_vlad_codebook(sample, n_clusters, n_components=80, seed=0, n_iter=20, kmeans_threads=2):
     """k-means codebook with one PCA of the residuals per cluster (Negrel et al. 2012).
 
     1. k-means (faiss, all points, ``n_iter`` Lloyd iterations from centroids drawn
@@ -299,6 +299,8 @@ def fit_vlad_codebook(sample, n_clusters, n_components=80, seed=0, n_iter=20):
     n_components : int d' <= D (80 in the paper).
     seed : int, seed of the k-means initialisation.
     n_iter : int, k-means iterations.
+    kmeans_threads : int, threads of the k-means, which set its last bits
+        (:func:`kmeans`); 2, the count the default run's codebooks were fitted with.
 
     Returns
     -------
@@ -312,7 +314,7 @@ def fit_vlad_codebook(sample, n_clusters, n_components=80, seed=0, n_iter=20):
             f"fit_vlad_codebook: n_components={n_components} must be in [1, {dim}] "
             "(config key codebooks.pca_dims)"
         )
-    centroids = kmeans(sample, n_clusters, seed, n_iter)
+    centroids = kmeans(sample, n_clusters, seed, n_iter, kmeans_threads)
     components = fit_cluster_pca(sample, centroids, n_components)
     return VladCodebook(centroids, components, seed, n_iter)
 
@@ -517,7 +519,9 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     return weights, means, variances
 
 
-def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=10):
+def fit_fisher_codebook(
+    sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=10, kmeans_threads=1
+):
     """Diagonal GMM of PCA-reduced descriptors, by EM initialised from k-means.
 
     The descriptors are reduced by ``pca``; k-means (faiss, ``kmeans_iter``
@@ -540,6 +544,8 @@ def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=
     seed : int, seed of the k-means initialisation.
     n_iter : int, EM iterations.
     kmeans_iter : int, k-means iterations of the initialisation.
+    kmeans_threads : int, threads of that k-means, which set its last bits
+        (:func:`kmeans`); 1, the count the default run's codebooks were fitted with.
 
     Returns
     -------
@@ -570,7 +576,7 @@ def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=
 
     # Start from the k-means partition: one M-step with hard posteriors. A cluster
     # left empty keeps its centroid and the sample variance.
-    centroids = kmeans(reduced, n_clusters, seed, kmeans_iter)
+    centroids = kmeans(reduced, n_clusters, seed, kmeans_iter, kmeans_threads)
     labels = nearest_centroids(reduced, centroids)
     s1, counts = cluster_sums(reduced.astype(np.float64), labels, n_clusters)
     s2, _ = cluster_sums(np.square(reduced, dtype=np.float64), labels, n_clusters)
