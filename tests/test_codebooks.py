@@ -450,12 +450,13 @@ def random_codebooks(rng, n_clusters=64, dim=128, n_components=80):
 
 def test_encode_image_gives_the_same_bits_on_one_and_two_blas_threads():
     """OpenBLAS rounds these float32 products differently on one and two threads (the
-    encoders called under two-thread BLAS did, in their last bits); encode_image runs
-    its blocks of descriptors on two Python threads with single-threaded BLAS
-    instead (so does each codebook's encode), so a two-core ``ndir index`` gives the
-    workflow's (one-thread) bits."""
+    Fisher encoder called under two-thread BLAS did, in its last bits; VLAD's products
+    happen not to at this size); encode_image runs its blocks of descriptors on two
+    Python threads with single-threaded BLAS instead (so does each codebook's
+    encode), so a two-core ``ndir index`` gives the workflow's (one-thread) bits."""
     with threadpool_limits(limits=2, user_api="blas"):
-        if max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas") < 2:
+        blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+        if max(i["num_threads"] for i in blas) < 2:
             pytest.skip("BLAS cannot use two threads here")
     rng = np.random.default_rng(4)
     descriptors = rng.random((3 * CHUNK_SIZE + 123, 128), dtype=np.float32)
@@ -481,7 +482,7 @@ def test_kmeans_centroids_are_fixed_by_their_thread_count_not_the_cores():
     results = {}
     for limit in (1, 2):
         with threadpool_limits(limits=limit):
-            results[limit] = [codebooks.kmeans(X, 128, 0, 10, n_threads) for n_threads in (1, 2)]
+            results[limit] = [codebooks.kmeans(X, 128, 0, 10, n) for n in (1, 2)]
     for n_threads in (0, 1):
         np.testing.assert_array_equal(results[1][n_threads], results[2][n_threads])
     if np.array_equal(results[2][0], results[2][1]):

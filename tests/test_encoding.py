@@ -11,7 +11,8 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from ndir.encoding import (
     CHUNK_SIZE,
     blas_block_map,
-    block_statistics,
+    blocked_gmm_statistics,
+    single_threaded_blas_pool,
     cluster_sums,
     fisher_vector,
     gmm_posteriors,
@@ -284,7 +285,67 @@ def test_blas_block_map_runs_blocks_on_threads_with_single_threaded_blas():
         assert blas_threads() == {2}
 
 
-def test_block_statistics_equal_one_call_of_gmm_statistics_to_the_bit():
+def numpy_blas_threads():
+    """Thread counts of the pthreads BLAS libraries (NumPy's): their limits are
+    process-wide, unlike those of an OpenMP-threaded BLAS such as faiss's."""
+    return {
+        i["num_threads"]
+        for i in threadpool_info()
+        if i["user_api"] == "blas" and i.get("threading_layer") == "pthreads"
+    }
+
+
+def test_blas_block_map_inside_a_pool_worker_is_the_builtin_map_and_limits_come_back():
+    """In a worker of single_threaded_blas_pool (as ndir index's images) the encoders'
+    block map is the builtin map (no pool per image); leaving the pool early, by an
+    exception, cancels what had not started and gives BLAS its threads back; two
+    threads opening block maps at once leave the limits as they found them."""
+    with threadpool_limits(limits=2, user_api="blas"):
+        if numpy_blas_threads() != {2}:
+            pytest.skip("BLAS cannot use two threads here")
+        started = []
+
+        def work(i):
+            started.append(i)
+            with blas_block_map() as block_map:
+                return block_map is map, numpy_blas_threads()
+
+        with pytest.raises(KeyError):
+            with single_threaded_blas_pool(2) as pool:
+                futures = [pool.submit(work, i) for i in range(200)]
+                assert futures[0].result(timeout=60) == (True, {1})
+                raise KeyError("stop")
+        assert numpy_blas_threads() == {2} and len(started) < 200
+
+        def open_block_maps(_):
+            for _ in range(20):
+                with blas_block_map() as block_map:
+                    list(block_map(lambda i: numpy_blas_threads(), range(4)))
+
+        users = [threading.Thread(target=open_block_maps, args=(k,)) for k in range(2)]
+        for user in users:
+            user.start()
+        for user in users:
+            user.join()
+        assert numpy_blas_threads() == {2}
+
+
+def test_empty_inputs_of_the_blocked_sums():
+    """No descriptors: the four zero statistics of gmm_statistics; no clusters: a
+    (0, D) sum."""
+    rng = np.random.default_rng(2)
+    weights, means, variances = random_gmm(rng, n_components=3, dim=4)
+    empty = np.zeros((0, 4), dtype=np.float32)
+    for part, whole in zip(
+        blocked_gmm_statistics(empty, weights, means, variances),
+        gmm_statistics(empty, weights, means, variances),
+    ):
+        np.testing.assert_array_equal(part, whole)
+    sums, counts = cluster_sums(empty, np.zeros(0, dtype=np.int64), 0)
+    assert sums.shape == (0, 4) and counts.shape == (0,)
+
+
+def test_blocked_gmm_statistics_equal_one_call_of_gmm_statistics_to_the_bit():
     """Fisher Vectors sum gmm_statistics of blocks of CHUNK_SIZE descriptors (on
     threads): the same floats as gmm_statistics over all of them, which adds the
     same blocks in the same order."""
@@ -294,7 +355,7 @@ def test_block_statistics_equal_one_call_of_gmm_statistics_to_the_bit():
     with threadpool_limits(limits=1, user_api="blas"):
         expected = gmm_statistics(X, weights, means, variances)
     with threadpool_limits(limits=2, user_api="blas"), blas_block_map() as block_map:
-        parts = block_statistics(X, weights, means, variances, block_map)
+        parts = blocked_gmm_statistics(X, weights, means, variances, block_map)
     for part, whole in zip(parts, expected):
         np.testing.assert_array_equal(part, whole)
 

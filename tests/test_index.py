@@ -1,10 +1,12 @@
 """Tests of ndir.index: encoding, the faiss index, its files and the checks on inputs."""
 
 import json
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from ndir import index as ndi
 from ndir.errors import NdirInputError
@@ -82,6 +84,30 @@ def test_images_encoded_on_threads_give_the_same_index_order_and_skips(tiny_mode
     stored = [index.index.reconstruct_n(0, len(index)) for index in (one, three)]
     np.testing.assert_array_equal(stored[0], stored[1])
     np.testing.assert_array_equal(stored[0][: len(tiny_models["X"])], stored[0][len(tiny_models["X"]) :])
+
+
+def test_stopping_early_gives_blas_its_threads_back(tiny_models):
+    """A consumer that stops after the first image and closes the generator (as
+    build_index and query_index do, also on an error) leaves NumPy's BLAS with the
+    threads it had; n_jobs below 1 (other than -1) is refused."""
+    encoder = encoder_of(tiny_models)
+    paths = list(tiny_models["table"]["path"]) * 4
+
+    def blas_threads():
+        return {
+            i["num_threads"]
+            for i in threadpool_info()
+            if i["user_api"] == "blas" and i.get("threading_layer") == "pthreads"
+        }
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        with closing(ndi.encoded_images(paths, encoder, n_jobs=2)) as outcomes:
+            path, y = next(outcomes)
+        assert path == paths[0] and y.shape == (R,)
+        assert blas_threads() == before
+    with pytest.raises(ValueError, match="n_jobs=0"):
+        next(ndi.encoded_images(paths, encoder, n_jobs=0))
 
 
 def test_wrong_projector_is_refused(tiny_models, tmp_path):

@@ -111,7 +111,9 @@ class VisualVocabulary:
         return cls(arrays["centroids"], int(arrays["seed"]), int(arrays["n_iter"]), int(arrays["nprobe"]))
 
 
-def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_threads=2):
+def fit_visual_vocabulary(
+    sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_threads=2
+):
     """k-means vocabulary on a descriptor sample (n, 128) float32 (faiss).
 
     ``kmeans_threads``: threads of the k-means, which set its last bits
@@ -140,9 +142,8 @@ def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_t
             supported,
         )
         n_words = supported
-    centroids = kmeans(
-        np.ascontiguousarray(sample, dtype=np.float32), n_words, seed, n_iter, kmeans_threads
-    )
+    sample = np.ascontiguousarray(sample, dtype=np.float32)
+    centroids = kmeans(sample, n_words, seed, n_iter, kmeans_threads)
     return VisualVocabulary(centroids, seed, n_iter, nprobe)
 
 

@@ -27,7 +27,7 @@ from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from ndir.encoding import (
     blas_block_map,
-    block_statistics,
+    blocked_gmm_statistics,
     cluster_sums,
     fisher_vector,
     nearest_centroids,
@@ -254,7 +254,8 @@ class VladCodebook:
         See :func:`ndir.encoding.vlad`; no descriptors give the zero vector. The
         blocks of descriptors run on ``block_map``, by default that of a
         :func:`ndir.encoding.blas_block_map` opened for the call: the same bits on
-        any number of threads.
+        any number of threads. A ``block_map`` given must come from an open
+        ``blas_block_map`` (whose BLAS limit the descriptor PCA relies on too).
         """
         descriptors = _image_descriptors(descriptors, self.centroids_.shape[1])
         with _encoding_map(block_map) as block_map:
@@ -283,7 +284,9 @@ class VladCodebook:
         )
 
 
-def fit_vlad_codebook(sample, n_clusters, n_components=80, seed=0, n_iter=20, kmeans_threads=2):
+def fit_vlad_codebook(
+    sample, n_clusters, n_components=80, seed=0, n_iter=20, kmeans_threads=2
+):
     """k-means codebook with one PCA of the residuals per cluster (Negrel et al. 2012).
 
     1. k-means (faiss, all points, ``n_iter`` Lloyd iterations from centroids drawn
@@ -504,7 +507,7 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     n = len(X)
     with blas_block_map() as block_map:
         for iteration in range(n_iter):
-            s0, s1, s2, log_likelihood = block_statistics(
+            s0, s1, s2, log_likelihood = blocked_gmm_statistics(
                 X, weights, means, variances, block_map
             )
             weights, means, variances = _m_step(

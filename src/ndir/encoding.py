@@ -17,6 +17,7 @@ give that: OpenBLAS's float32 products differ in their last bits between one and
 two threads, and between one product and the same rows cut into blocks.
 """
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -27,28 +28,61 @@ from threadpoolctl import ThreadpoolController
 CHUNK_SIZE = 4096
 """Descriptors per block: a (4096, 512) float32 block is 8 MiB and stays in cache."""
 
+# threadpoolctl's limits are process-wide: one context that changes them at a time.
+_BLAS_LIMITS = threading.RLock()
+_worker = threading.local()
+
+
+def _mark_single_threaded_worker():
+    _worker.single_threaded_blas = True
+
+
+@contextmanager
+def single_threaded_blas_pool(n_threads):
+    """A ``ThreadPoolExecutor`` of ``n_threads`` workers with single-threaded BLAS.
+
+    BLAS is limited to one thread for the process while the context is open (one
+    such context at a time: threadpoolctl's limits are process-wide, so other
+    threads entering one wait). On leaving, even by an exception, work not yet
+    started is cancelled and running work finished before the limits are restored.
+    Inside the workers :func:`blas_block_map` yields the builtin ``map``.
+    """
+    with _BLAS_LIMITS, ThreadpoolController().limit(limits=1, user_api="blas"):
+        pool = ThreadPoolExecutor(n_threads, initializer=_mark_single_threaded_worker)
+        try:
+            yield pool
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
 
 @contextmanager
 def blas_block_map():
     """A ``map`` for blocks of rows, on as many threads as BLAS may use now.
 
-    Inside the context BLAS runs single-threaded, and the ``map`` it yields runs
-    its calls on that many Python threads (NumPy and BLAS release the GIL),
-    returning their results in order: the builtin ``map`` when BLAS was limited to
-    one thread (as in a workflow rule with ``threads: 1``). Blocks of fixed size
-    summed in order then give the same bits on any number of threads.
+    The ``map`` it yields runs its calls on that many Python threads (NumPy and
+    BLAS release the GIL), each with single-threaded BLAS
+    (:func:`single_threaded_blas_pool`), and returns their results in order; it is
+    the builtin ``map`` when BLAS was limited to one thread (as in a workflow rule
+    with ``threads: 1``) or inside a worker of such a pool. Blocks of fixed size
+    summed in order then give the same bits on any number of threads, where
+    threadpoolctl can limit NumPy's BLAS (OpenBLAS, as pip's NumPy ships on Linux:
+    tested here; not Apple's Accelerate, which it cannot see).
 
     Yields
     ------
     callable ``map(function, blocks)`` -> iterator of ``function(block)``.
     """
-    blas = ThreadpoolController().select(user_api="blas")
-    n_threads = max([info["num_threads"] for info in blas.info()] + [1])
-    if n_threads == 1:
+    if getattr(_worker, "single_threaded_blas", False):
         yield map
         return
-    with ThreadPoolExecutor(n_threads) as pool, blas.limit(limits=1):
-        yield pool.map
+    with _BLAS_LIMITS:
+        blas = ThreadpoolController().select(user_api="blas")
+        n_threads = max([info["num_threads"] for info in blas.info()] + [1])
+        if n_threads == 1:
+            yield map
+            return
+        with single_threaded_blas_pool(n_threads) as pool:
+            yield pool.map
 
 
 def row_slices(n_rows, size=CHUNK_SIZE):
@@ -128,7 +162,8 @@ def cluster_sums(X, labels, n_clusters, block_map=map):
         )
         return one_hot @ X
 
-    sums = np.concatenate(list(block_map(range_sums, bounds[:-1], bounds[1:])))
+    parts = list(block_map(range_sums, bounds[:-1], bounds[1:]))
+    sums = np.concatenate(parts) if parts else np.zeros((0, X.shape[1]), dtype=X.dtype)
     return sums, np.bincount(labels, minlength=n_clusters)
 
 
@@ -167,7 +202,8 @@ def vlad(descriptors, centroids, cluster_components, block_map=map):
     def block_residuals(rows):
         np.subtract(descriptors[rows], centroids[labels[rows]], out=residuals[rows])
 
-    list(block_map(block_residuals, row_slices(len(descriptors))))  # each fills its rows
+    # Each block fills its rows of residuals.
+    list(block_map(block_residuals, row_slices(len(descriptors))))
     residual_sums, _ = cluster_sums(residuals, labels, n_clusters, block_map)
     blocks = np.matmul(residual_sums[:, None, :], cluster_components)
     return blocks.astype(np.float32, copy=False).ravel()
@@ -287,7 +323,7 @@ def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE
     return totals[:, 2 * dim], totals[:, dim : 2 * dim], totals[:, :dim], log_likelihood
 
 
-def block_statistics(descriptors, weights, means, variances, block_map=map):
+def blocked_gmm_statistics(descriptors, weights, means, variances, block_map=map):
     """:func:`gmm_statistics` of the descriptors, computed block by block by
     ``block_map`` (e.g. on threads, :func:`blas_block_map`) and summed in block order:
     the same values, to the bit, as one call of :func:`gmm_statistics` (which sums
@@ -299,6 +335,8 @@ def block_statistics(descriptors, weights, means, variances, block_map=map):
             row_blocks(descriptors),
         )
     )
+    if not parts:  # no descriptors: gmm_statistics' zeros
+        return gmm_statistics(descriptors, weights, means, variances)
     return tuple(sum(values) for values in zip(*parts))
 
 
@@ -340,7 +378,9 @@ def fisher_vector(descriptors, weights, means, variances, block_map=map):
     n = len(descriptors)
     if n == 0:
         return np.zeros(2 * n_components * dim, dtype=np.float32)
-    s0, s1, s2, _ = block_statistics(descriptors, weights, means, variances, block_map)
+    s0, s1, s2, _ = blocked_gmm_statistics(
+        descriptors, weights, means, variances, block_map
+    )
     weights = np.asarray(weights, dtype=np.float64)[:, None]
     means = np.asarray(means, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)

@@ -34,20 +34,19 @@ import json
 import logging
 import zipfile
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from . import __version__, available_cpus
 from .codebooks import FisherCodebook, VladCodebook
 from .data import IMAGE_SUFFIXES
 from .descriptors import CELL_SIZES, STEP, image_descriptors_with
-from .encoding import power_l2_normalise
+from .encoding import power_l2_normalise, single_threaded_blas_pool
 from .errors import NdirInputError
 from .preprocess import MAX_WIDTH
 from .projection import load_projector, projection_cost
@@ -492,12 +491,20 @@ def encoded_images(paths, encoder, n_jobs=None):
     """``(path, y)`` for each image in order, ``y`` the projected signature or, for a
     file that cannot be read, the NdirInputError that says why.
 
-    The images are encoded on ``n_jobs`` threads (None: every CPU available to the
-    process), each with single-threaded BLAS, so ``y`` has the same bits as on one
-    thread (and as the workflow's signatures). At most ``4 * n_jobs`` images are in
-    flight: the paths are consumed as the results are.
+    The images are encoded on ``n_jobs`` threads (None or -1: every CPU available to
+    the process), each with single-threaded BLAS
+    (:func:`ndir.encoding.single_threaded_blas_pool`), so ``y`` has the same bits as
+    on one thread (and as the workflow's signatures). At most ``4 * n_jobs`` images
+    are in flight: the paths are consumed as the results are. Close the generator
+    (``contextlib.closing``) when stopping early: images not started are dropped and
+    BLAS gets its thread count back.
     """
-    n_jobs = available_cpus() if n_jobs is None else int(n_jobs)
+    n_jobs = available_cpus() if n_jobs in (None, -1) else int(n_jobs)
+    if n_jobs < 1:
+        raise ValueError(
+            f"n_jobs={n_jobs}: give a positive number of threads, "
+            "or None or -1 for every CPU"
+        )
 
     def attempt(path):
         try:
@@ -505,11 +512,11 @@ def encoded_images(paths, encoder, n_jobs=None):
         except NdirInputError as error:
             return error
 
-    if n_jobs <= 1:
+    if n_jobs == 1:
         yield from ((path, attempt(path)) for path in paths)
         return
     in_flight = deque()
-    with ThreadPoolExecutor(n_jobs) as pool, threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas_pool(n_jobs) as pool:
         for path in paths:
             in_flight.append((path, pool.submit(attempt, path)))
             if len(in_flight) >= 4 * n_jobs:
@@ -535,7 +542,7 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs
         image; None logs a warning.
     groups : None, or ``{resolved path: group}`` (:func:`group_labels`): the
         index then records each image's group (None where absent).
-    n_jobs : int or None, threads encoding images (None: every CPU available).
+    n_jobs : int or None, threads encoding images (None or -1: every CPU available).
 
     Returns
     -------
@@ -550,16 +557,18 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs
     import faiss
 
     rows, kept, skipped = [], [], []
-    for path, outcome in encoded_images(progress(paths) if progress else paths, encoder, n_jobs):
-        if isinstance(outcome, NdirInputError):
-            if on_skip is None:
-                logger.warning("skipped %s", outcome)
-            else:
-                on_skip(path, str(outcome))
-            skipped.append((str(path), str(outcome)))
-            continue
-        rows.append(outcome)
-        kept.append(str(Path(path).resolve()))
+    outcomes = encoded_images(progress(paths) if progress else paths, encoder, n_jobs)
+    with closing(outcomes):
+        for path, outcome in outcomes:
+            if isinstance(outcome, NdirInputError):
+                if on_skip is None:
+                    logger.warning("skipped %s", outcome)
+                else:
+                    on_skip(path, str(outcome))
+                skipped.append((str(path), str(outcome)))
+                continue
+            rows.append(outcome)
+            kept.append(str(Path(path).resolve()))
     if not kept:
         raise NdirInputError(
             f"none of the {len(paths)} images could be read (first: {skipped[0][1]}); "
@@ -590,10 +599,11 @@ def query_index(index, paths, k=10):
     """
     encoder = index.encoder()
     Y = []
-    for _, outcome in encoded_images(paths, encoder):
-        if isinstance(outcome, NdirInputError):
-            raise outcome
-        Y.append(outcome)
+    with closing(encoded_images(paths, encoder)) as outcomes:
+        for _, outcome in outcomes:
+            if isinstance(outcome, NdirInputError):
+                raise outcome
+            Y.append(outcome)
     Y = np.stack(Y)
     hits = index.search(Y, k=k, exclude=paths)
     return [
