@@ -1,6 +1,7 @@
 """Tests of ndir.index: encoding, the faiss index, its files and the checks on inputs."""
 
 import json
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -10,9 +11,10 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from ndir import index as ndi
 from ndir.errors import NdirInputError
+from ndir.projection import save_projector
 
 from .conftest import CELLS, K, PCA_DIMS, R, STEP, TAU
-from ndir.projection import save_projector
+
 
 def encoder_of(models):
     return ndi.load_encoder(
@@ -84,6 +86,33 @@ def test_images_encoded_on_threads_give_the_same_index_order_and_skips(tiny_mode
     stored = [index.index.reconstruct_n(0, len(index)) for index in (one, three)]
     np.testing.assert_array_equal(stored[0], stored[1])
     np.testing.assert_array_equal(stored[0][: len(tiny_models["X"])], stored[0][len(tiny_models["X"]) :])
+
+
+def test_progress_counts_images_encoded_not_handed_to_threads(tiny_models):
+    """On 2 threads (8 images in flight) the progress bar is told of an image only
+    once it is encoded, and of how many images there are."""
+    paths = list(tiny_models["table"]["path"]) * 2
+    encode = encoder_of(tiny_models)
+    encoded = []
+
+    def slow_encoder(path):
+        time.sleep(0.01)  # so the 8 submissions run well ahead of the results
+        y = encode(path)
+        encoded.append(path)
+        return y
+
+    slow_encoder.n_components = encode.n_components
+    slow_encoder.meta = encode.meta
+    seen = []
+
+    def progress(items, total):
+        for count, item in enumerate(items, start=1):
+            seen.append((count, len(encoded), total))
+            yield item
+
+    index, _ = ndi.build_index(paths, slow_encoder, progress=progress, n_jobs=2)
+    assert len(index) == len(paths) == len(seen)
+    assert all(done >= count and total == len(paths) for count, done, total in seen)
 
 
 def test_stopping_early_gives_blas_its_threads_back(tiny_models):

@@ -107,9 +107,14 @@ def _index(args):
     check_index_folder(args.output)
     groups = None if args.groups is None else group_labels(args.images_dir, args.groups)
 
-    def progress(items):
+    def progress(items, total):
         return tqdm(
-            items, desc="indexing", unit="image", file=sys.stderr, disable=args.quiet
+            items,
+            total=total,
+            desc="indexing",
+            unit="image",
+            file=sys.stderr,
+            disable=args.quiet,
         )
 
     def warn(path, message):

@@ -537,7 +537,9 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs
     ----------
     paths : sequence of image paths.
     encoder : ImageEncoder.
-    progress : None or callable wrapping an iterable (e.g. ``tqdm.tqdm``).
+    progress : None or callable ``progress(iterable, total=n)`` wrapping an iterable
+        (e.g. ``tqdm.tqdm``); it is given the images as they are encoded, not as
+        they are handed to the threads.
     on_skip : None or callable ``on_skip(path, message)`` told of each skipped
         image; None logs a warning.
     groups : None, or ``{resolved path: group}`` (:func:`group_labels`): the
@@ -557,9 +559,10 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs
     import faiss
 
     rows, kept, skipped = [], [], []
-    outcomes = encoded_images(progress(paths) if progress else paths, encoder, n_jobs)
+    outcomes = encoded_images(paths, encoder, n_jobs)
     with closing(outcomes):
-        for path, outcome in outcomes:
+        shown = progress(outcomes, total=len(paths)) if progress else outcomes
+        for path, outcome in shown:
             if isinstance(outcome, NdirInputError):
                 if on_skip is None:
                     logger.warning("skipped %s", outcome)
