@@ -19,13 +19,16 @@ TOTAL = re.compile(r"^total\s+(\d+)$")
 
 
 def planned_resources(output):
-    """(rule, resources line) for each job block a dry run prints, and its job total."""
-    jobs, rule, total = [], None, None
+    """(rule, wildcards, resources line) for each job block a dry run prints (wildcards
+    as printed, "" for none), and its job total."""
+    jobs, rule, wildcards, total = [], None, "", None
     for line in output.splitlines():
         if match := RULE.match(line):
-            rule = match.group(1)
+            rule, wildcards = match.group(1), ""
+        elif line.startswith("    wildcards:") and rule is not None:
+            wildcards = line.split(":", 1)[1].strip()
         elif line.startswith("    resources:") and rule is not None:
-            jobs.append((rule, line))
+            jobs.append((rule, wildcards, line))
             rule = None
         elif match := TOTAL.match(line):
             total = int(match.group(1))
@@ -44,26 +47,30 @@ def dry_run(workdir, config, *extra):
 
 def test_every_planned_job_has_memory_and_runtime(tmp_path, paper_grid):
     jobs = dry_run(tmp_path, paper_grid)
-    counts = Counter(rule for rule, _ in jobs)
+    counts = Counter(rule for rule, _, _ in jobs)
     assert counts["fit_vlad_codebook"] == counts["fit_fisher_codebook"] == 4
     assert counts["train_sparse_projector"] > 0
-    for rule, resources in jobs:
+    for rule, _, resources in jobs:
         assert "mem_mb=" in resources and "runtime=" in resources, (rule, resources)
 
 
-
-def test_trainings_ask_for_the_time_their_size_needs(tmp_path, paper_grid):
+def test_trainings_ask_for_the_time_their_size_and_sparsity_need(tmp_path, paper_grid):
     """2,000 steps at FV-512, R = 256 (D R = 4 x 20,480 x 256, about 4 s a step at
-    tau = 0.9): 3 x 2,000 x 4.05 s = 405 min; small trainings keep the 2 h floor."""
+    tau = 0.9): 3 x 2,000 x 4.05 s = 405 min; at R = 64, tau = 0.5 (Fig. 3; D R =
+    20,480 x 256, measured 2.3-3.5 s a step) 3 x 2,000 x 2.55 s = 255 min, where the
+    tau = 0.9 count would give 2 h; small trainings keep the 2 h floor."""
     steps = tmp_path / "steps.yaml"
     steps.write_text("sparse: {max_iter: 2000}\n")
     jobs = dry_run(tmp_path, paper_grid, str(steps))
-    minutes = [
-        int(re.search(r"runtime=(\d+)", resources).group(1))
-        for rule, resources in jobs
+    minutes = {
+        wildcards: int(re.search(r"runtime=(\d+)", resources).group(1))
+        for rule, wildcards, resources in jobs
         if rule == "train_sparse_projector"
-    ]
-    assert min(minutes) == 120 and max(minutes) == 405
+    }
+    assert min(minutes.values()) == 120 and max(minutes.values()) == 405
+    assert minutes["signature=fv-512, R=256, tau=0.9"] == 405
+    assert minutes["signature=fv-512, R=64, tau=0.5"] == 255
+    assert minutes["signature=fv-512, R=64, tau=0.9"] == 120
 
 
 def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
@@ -72,7 +79,7 @@ def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
     jobs = dry_run(
         tmp_path, paper_grid, "--default-resources", "slurm_account=ci", "slurm_partition=debug"
     )
-    for rule, resources in jobs:
+    for rule, _, resources in jobs:
         assert "slurm_account=ci" in resources and "slurm_partition=debug" in resources
         if rule != "all":  # no action: never submitted
             assert "mem_mb=" in resources and "runtime=" in resources, (rule, resources)

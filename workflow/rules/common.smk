@@ -101,11 +101,20 @@ def projector_sparsity(wildcards):
 
 def training_runtime(wildcards):
     """Minutes a sparse training may take on a cluster: ``sparse.max_iter`` steps at the
-    cost measured at Holidays scale for tau = 0.9, the dearest (about 1 s per 20,480 x 256
-    entries of U on one core, docs/performance.md), three times over; at least 2 h."""
+    cost measured at Holidays scale on one core, three times over; at least 2 h.
+
+    A step costs about 1 s per 20,480 x 256 entries of U at tau = 0.9 (3.7 s at FV-512,
+    R = 256 in the first grid; 1.4-2.2 s since) and at tau = 0 (dense); below tau = 0.9
+    the l0 projection's search grows with the M = (1 - tau) D entries kept per column:
+    2.3-3.5 s per 20,480 x 256 at tau = 0.5 (FV-512, R = 64), so 5 (1 - tau) s there
+    (docs/performance.md)."""
     encoding, K = wildcards.signature.split("-")
     n_features = signature_dim(encoding, int(K), config["codebooks"]["pca_dims"])
-    seconds_per_step = 0.05 + n_features * int(wildcards.R) / (20480 * 256)
+    tau = float(wildcards.tau)
+    seconds_per_unit = max(1.0, 5.0 * (1.0 - tau)) if tau > 0 else 1.0
+    seconds_per_step = 0.05 + seconds_per_unit * n_features * int(wildcards.R) / (
+        20480 * 256
+    )
     return max(120, round(3 * config["sparse"]["max_iter"] * seconds_per_step / 60))
 
 
