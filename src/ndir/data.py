@@ -256,7 +256,7 @@ def scan_dataset(kind, root):
         shown = ", ".join(Path(p).name for p in ignored_table["path"][:5])
         more = f" and {len(ignored_table) - 5} more" if len(ignored_table) > 5 else ""
         logger.warning(
-            "%s: ignored %d files that are not %s images: %s%s (listed with reasons in the skipped table)",
+            "%s: ignored %d files that are not %s images: %s%s",
             root,
             len(ignored_table),
             kind,

@@ -104,10 +104,10 @@ def training_runtime(wildcards):
     cost measured at Holidays scale on one core, three times over; at least 2 h.
 
     A step costs about 1 s per 20,480 x 256 entries of U at tau = 0.9 (3.7 s at FV-512,
-    R = 256 in the first grid; 1.4-2.2 s since) and at tau = 0 (dense); below tau = 0.9
+    R = 256 in the first grid; 1.4-2.2 s since) and at tau = 0 (dense); at lower tau
     the l0 projection's search grows with the M = (1 - tau) D entries kept per column:
-    2.3-3.5 s per 20,480 x 256 at tau = 0.5 (FV-512, R = 64), so 5 (1 - tau) s there
-    (docs/performance.md)."""
+    2.3-3.5 s per 20,480 x 256 at tau = 0.5 (FV-512, R = 64). So max(1, 5 (1 - tau)) s
+    (1 s from tau = 0.8 up), plus 0.05 s a step (docs/performance.md)."""
     encoding, K = wildcards.signature.split("-")
     n_features = signature_dim(encoding, int(K), config["codebooks"]["pca_dims"])
     tau = float(wildcards.tau)

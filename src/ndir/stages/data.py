@@ -83,6 +83,8 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
     }
     write_csv(split, images)
     write_csv(pd.concat([skipped_rows, ignored], ignore_index=True), skipped)
+    if len(skipped_rows) or len(ignored):
+        logger.info("the files ignored or skipped, with reasons: %s", skipped)
     write_json(summary, report)
     logger.info("data set: %s", summary)
 
