@@ -199,6 +199,12 @@ def kmeans(X, n_clusters, seed, n_iter, n_threads):
     rather than taken from the cores: the same centroids with ``--cores 1`` (the
     threads then share one core) as with ``--cores 16``.
     """
+    if len(X) < 39 * n_clusters:
+        logger.warning(
+            "k-means: %d points for %d clusters (fewer than 39 per cluster)",
+            len(X),
+            n_clusters,
+        )
     clustering = faiss.Kmeans(
         X.shape[1],
         n_clusters,
