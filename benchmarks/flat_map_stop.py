@@ -1,0 +1,80 @@
+"""What a stop on a flat training mAP would save, counted from a finished run's histories.
+
+Usage (after a run, e.g. the Holidays-scale grid)::
+
+    python benchmarks/flat_map_stop.py --run /tmp/ndir-holidays-scale [--evaluations 1 2 4]
+
+Algorithm 1 runs until its objective is below ``sparse.tol``, its line search stalls, or
+``sparse.max_iter`` steps; its training mAP is often flat long before. For each k, this
+finds in every training history (``results/sparse/*/*.csv``, evaluated every
+``sparse.eval_every`` steps) the first evaluation at which the training mAP (dot) has
+moved by at most ``--tolerance`` over the last k evaluations, and prints:
+
+- the job time the trainings would take, from their benchmark files
+  (``benchmarks/rules/train_sparse_projector/``), counting every step of a training at
+  the same cost (early steps are often dearer, so the saving is an upper bound);
+- how the test mAP (L2) of the Table II trainings (tau 0.9 and 0.99) at that
+  evaluation differs from their last one, in points.
+
+The training is deterministic, so a run stopped at that step would end with the state
+the history recorded there. Nothing is rerun.
+"""
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+TABLE2_TAUS = ("0.9", "0.99")
+
+
+def trainings(run):
+    """One row per training: signature, R, tau, its history and its job seconds."""
+    rows = []
+    for history in sorted((run / "results" / "sparse").glob("*/R*-tau*.csv")):
+        R, tau = history.stem[1:].split("-tau")
+        benchmark = run / "benchmarks/rules/train_sparse_projector" / history.parent.name / f"{history.stem}.tsv"
+        seconds = pd.read_csv(benchmark, sep="\t")["s"].iloc[-1]
+        rows.append((history.parent.name, int(R), tau, pd.read_csv(history), seconds))
+    if not rows:
+        raise SystemExit(f"no training histories under {run / 'results' / 'sparse'}; run the workflow first")
+    return rows
+
+
+def flat_stop(history, n_evaluations, tolerance):
+    """The evaluated row at which training mAP (dot) has moved by at most ``tolerance``
+    over the last ``n_evaluations`` evaluations (the last row if it never does)."""
+    evaluated = history.dropna(subset=["train_map_dot"]).reset_index(drop=True)
+    window = evaluated["train_map_dot"].rolling(n_evaluations + 1)
+    flat = (window.max() - window.min()) <= tolerance
+    return evaluated.iloc[flat.idxmax()] if flat.any() else evaluated.iloc[-1]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="the run's working directory")
+    parser.add_argument("--evaluations", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--tolerance", type=float, default=1e-3, help="mAP, as a fraction (1e-3 = 0.1 point)")
+    args = parser.parse_args()
+
+    runs = trainings(args.run)
+    total = sum(seconds for *_, seconds in runs)
+    print(f"{len(runs)} trainings, {total:.0f} s of job time as run")
+    for k in args.evaluations:
+        kept, changes = 0.0, []
+        for _, _, tau, history, seconds in runs:
+            stop, last = flat_stop(history, k, args.tolerance), history.iloc[-1]
+            kept += seconds * stop["iteration"] / max(last["iteration"], 1)
+            if tau in TABLE2_TAUS:
+                final = history.dropna(subset=["test_map_l2"]).iloc[-1]
+                changes.append(100 * (stop["test_map_l2"] - final["test_map_l2"]))
+        changes = pd.Series(changes)
+        print(
+            f"k = {k}: trainings {kept:.0f} s ({total - kept:.0f} s saved); Table II test mAP (L2) "
+            f"at the stop minus at the end: mean {changes.mean():+.2f}, {changes.min():+.2f} to "
+            f"{changes.max():+.2f} points, {(changes.abs() > 1).sum()} of {changes.size} cells beyond 1 point"
+        )
+
+
+if __name__ == "__main__":
+    main()
