@@ -6,9 +6,10 @@ Usage (after a run, e.g. the Holidays-scale grid)::
 
 Algorithm 1 runs until its objective is below ``sparse.tol``, its line search stalls, or
 ``sparse.max_iter`` steps; its training mAP is often flat long before. For each k, this
-finds in every training history (``results/sparse/*/*.csv``, evaluated every
-``sparse.eval_every`` steps) the first evaluation at which the training mAP (dot) has
-moved by at most ``--tolerance`` over the last k evaluations, and prints:
+finds in every training history of a run without ``sparse.flat_map_evaluations``
+(``results/sparse/*/*.csv``, evaluated every ``sparse.eval_every`` steps) the
+evaluation at which ``flat_map_evaluations = k`` would have stopped it (training mAP
+(dot) moved by at most ``--tolerance`` over the last k evaluations), and prints:
 
 - the job time the trainings would take, from their benchmark files
   (``benchmarks/rules/train_sparse_projector/``), counting every step of a training at
@@ -24,6 +25,8 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+
+from ndir.stages.sparse import FLAT_MAP_TOLERANCE, map_is_flat
 
 TABLE2_TAUS = ("0.9", "0.99")
 
@@ -42,19 +45,23 @@ def trainings(run):
 
 
 def flat_stop(history, n_evaluations, tolerance):
-    """The evaluated row at which training mAP (dot) has moved by at most ``tolerance``
-    over the last ``n_evaluations`` evaluations (the last row if it never does)."""
+    """The evaluated row at which a training with ``sparse.flat_map_evaluations`` =
+    ``n_evaluations`` would have stopped (the last row if it never would)."""
     evaluated = history.dropna(subset=["train_map_dot"]).reset_index(drop=True)
-    window = evaluated["train_map_dot"].rolling(n_evaluations + 1)
-    flat = (window.max() - window.min()) <= tolerance
-    return evaluated.iloc[flat.idxmax()] if flat.any() else evaluated.iloc[-1]
+    maps = evaluated["train_map_dot"].tolist()
+    for end in range(1, len(maps) + 1):
+        if map_is_flat(maps[:end], n_evaluations, tolerance):
+            return evaluated.iloc[end - 1]
+    return evaluated.iloc[-1]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="the run's working directory")
     parser.add_argument("--evaluations", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--tolerance", type=float, default=1e-3, help="mAP, as a fraction (1e-3 = 0.1 point)")
+    parser.add_argument(
+        "--tolerance", type=float, default=FLAT_MAP_TOLERANCE, help="mAP, as a fraction (1e-3 = 0.1 point)"
+    )
     args = parser.parse_args()
 
     runs = trainings(args.run)

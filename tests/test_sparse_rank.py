@@ -745,6 +745,23 @@ def test_training_stops_after_n_iter_no_change_steps_that_do_not_move(monkeypatc
     assert fit(None).n_iter_ == 30
 
 
+def test_a_callback_returning_true_stops_at_the_state_it_was_shown():
+    """A callback that returns True at iteration 6 ends the fit there, with exactly the
+    projectors, objective and steps of a fit with max_iter = 6."""
+    X, groups, _ = grouped(8, 3, 40, noise=1.5, seed=2)
+    fit = lambda **kwargs: SparseRankProjector(  # noqa: E731
+        4, sparsity=0.5, max_iter=20, callback_every=3, random_state=0, **kwargs
+    ).fit(X, groups)
+    shown = []
+    stopped = fit(callback=lambda iteration, model: shown.append(iteration) or iteration == 6)
+    assert shown == [0, 3, 6] and stopped.n_iter_ == 6
+    reference = fit(max_iter=6)
+    np.testing.assert_array_equal(stopped.components_.toarray(), reference.components_.toarray())
+    np.testing.assert_array_equal(stopped.objective_, reference.objective_)
+    np.testing.assert_array_equal(stopped.step_sizes_, reference.step_sizes_)
+    assert fit(callback=lambda iteration, model: None).n_iter_ > 6
+
+
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("sparsity", [0.0, 0.9])
 def test_starting_projector_is_the_l0_projection_of_pca(sparsity, renormalize):

@@ -320,3 +320,70 @@ def test_signatures_of_another_image_table_name_both_files(tmp_path):
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
     with pytest.raises(ResultFileError, match=r"fv-8.npy: 2 rows, but .*images.csv lists 3 images; rerun the encoding rules"):
         split_signatures(images, signatures)
+
+
+def test_map_is_flat_compares_the_last_evaluations():
+    """Hand-worked: the last k + 1 training mAPs within 0.1 point are flat; fewer than
+    k + 1 evaluations never are."""
+    from ndir.stages.sparse import map_is_flat
+
+    assert not map_is_flat([0.5, 0.9], 2)
+    assert map_is_flat([0.5, 0.9, 0.9005, 0.9], 2)
+    assert not map_is_flat([0.5, 0.9, 0.902, 0.9], 2)
+    assert map_is_flat([0.5, 0.9, 0.902, 0.902], 1)
+
+
+def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
+    """sparse.flat_map_evaluations: the history of the stopped training is the full
+    training's history up to the first evaluation where map_is_flat holds there, and
+    its projector is the one at that step; None runs to max_iter."""
+    from ndir.projection import load_projector
+    from ndir.stages.sparse import map_is_flat, train_sparse_projector
+
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(16), 3)
+    X = rng.standard_normal((16, 64))[groups] + rng.standard_normal((groups.size, 64))
+    X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+    images = tmp_path / "images.csv"
+    pd.DataFrame(
+        {
+            "image_id": np.arange(groups.size),
+            "path": [f"{i}.jpg" for i in range(groups.size)],
+            "group": groups,
+            "is_query": np.arange(groups.size) % 3 == 0,
+            "split": np.where(groups < 10, "train", "test"),
+        }
+    ).to_csv(images, index=False)
+    signatures = tmp_path / "fv-16.npy"
+    np.save(signatures, X)
+
+    def train(name, flat_map_evaluations, max_iter=60):
+        train_sparse_projector(
+            images=images,
+            signatures=signatures,
+            projector=tmp_path / f"{name}.npz",
+            history=tmp_path / f"{name}.csv",
+            n_components=4,
+            sparsity=0.5,
+            max_iter=max_iter,
+            queries_per_step=4,
+            margin=1e-2,
+            tol=1e-12,
+            n_iter_no_change=None,
+            renormalize=True,
+            line_search="projected",
+            eval_every=5,
+            seed=0,
+            flat_map_evaluations=flat_map_evaluations,
+        )
+        return pd.read_csv(tmp_path / f"{name}.csv"), load_projector(tmp_path / f"{name}.npz")[0]
+
+    full, _ = train("full", None)
+    stopped, projector = train("stopped", 2)
+    maps = full["train_map_dot"].dropna().tolist()
+    stop = 5 * next(i for i in range(len(maps)) if map_is_flat(maps[: i + 1], 2))
+    # Here training mAP reaches 100 % at step 25 and stays: the stop is at step 35.
+    assert full["iteration"].iloc[-1] == 60 and stop == 35
+    pd.testing.assert_frame_equal(stopped, full.iloc[: stop + 1])
+    _, reference = train("reference", None, max_iter=stop)
+    np.testing.assert_array_equal(projector.toarray(), reference.toarray())

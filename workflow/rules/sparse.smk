@@ -27,6 +27,7 @@ rule train_sparse_projector:
         line_search=config["sparse"]["line_search"],
         eval_every=config["sparse"]["eval_every"],
         seed=config["seed"],
+        flat_map_evaluations=config["sparse"]["flat_map_evaluations"],
     script:
         "../scripts/train_sparse_projector.py"
 

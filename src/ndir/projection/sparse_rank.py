@@ -162,6 +162,8 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         (iteration 0), every ``callback_every`` steps and after the last step, with
         ``components_``, ``objective_``, ``step_sizes_`` and ``n_iter_`` describing the
         current state so that it can, e.g., measure mAP through :meth:`transform`.
+        A callback that returns True ends the training there: the fitted state is the
+        one it was shown (the state of ``max_iter = iteration``).
     callback_every : int, default 1
         Steps between two callback calls.
     n_jobs : int or None, default None
@@ -308,7 +310,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
                     done or step % self.callback_every == 0
                 ):
                     self._set_state(descent, objective, unprojected, step_sizes)
-                    self.callback(step, self)
+                    done = bool(self.callback(step, self)) or done
                 if done:
                     break
                 selected = select_queries(losses, self.n_queries_per_step, rng)

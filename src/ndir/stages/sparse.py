@@ -32,6 +32,19 @@ logger = logging.getLogger(__name__)
 #: similarity the projector is trained for, ``y_q^T y_j`` (Eq. 2); ``l2`` first
 #: L2-normalises the reduced signatures, as the PCA baseline of Table I does.
 SCORINGS = ("dot", "l2")
+#: Training mAP that moves by at most this much (a fraction: 0.1 point) over the
+#: evaluations of ``flat_map_evaluations`` counts as flat.
+FLAT_MAP_TOLERANCE = 1e-3
+
+
+def map_is_flat(maps, n_evaluations, tolerance=FLAT_MAP_TOLERANCE):
+    """Whether the last ``n_evaluations + 1`` values of ``maps`` (a training's mAP at its
+    successive evaluations) lie within ``tolerance`` of each other; False while there
+    are fewer."""
+    if len(maps) <= n_evaluations:
+        return False
+    window = maps[-(n_evaluations + 1) :]
+    return max(window) - min(window) <= tolerance
 
 
 def reduced_aps(projector, X, groups, is_query):
@@ -66,6 +79,7 @@ def train_sparse_projector(
     line_search,
     eval_every,
     seed,
+    flat_map_evaluations=None,
 ):
     """Learn a sparse rank projector (Algorithm 1) on the training split.
 
@@ -77,6 +91,10 @@ def train_sparse_projector(
     :data:`~ndir.evaluation.INTERVAL_MAX_QUERIES` test queries also their 95 % bootstrap
     intervals (``test_map_{dot,l2}_{low,high}``). Iteration 0 is the initial PCA
     projectors after the l0 projection: the "thresholded PCA, no learning" ablation.
+
+    With ``flat_map_evaluations`` k (None: never), the training also stops at the
+    evaluation where its training mAP (dot) has moved by at most
+    :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`).
     """
     splits = split_signatures(images, signatures)
     X_train, groups_train, is_query_train = splits["train"]
@@ -96,6 +114,12 @@ def train_sparse_projector(
         measured.append(row)
         logger.info("iteration %d: %s", iteration, row)
         evaluation_seconds.append(time.perf_counter() - start)
+        flat = flat_map_evaluations is not None and map_is_flat(
+            [r["train_map_dot"] for r in measured], flat_map_evaluations
+        )
+        if flat:
+            logger.info("iteration %d: training mAP flat over %d evaluations, stopping", iteration, flat_map_evaluations)
+        return flat
 
     model = SparseRankProjector(
         n_components=n_components,
