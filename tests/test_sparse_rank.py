@@ -750,7 +750,7 @@ def test_a_callback_returning_true_stops_at_the_state_it_was_shown():
     projectors, objective and steps of a fit with max_iter = 6."""
     X, groups, _ = grouped(8, 3, 40, noise=1.5, seed=2)
     fit = lambda **kwargs: SparseRankProjector(  # noqa: E731
-        4, sparsity=0.5, max_iter=20, callback_every=3, random_state=0, **kwargs
+        4, **{"sparsity": 0.5, "max_iter": 20, "callback_every": 3, "random_state": 0, **kwargs}
     ).fit(X, groups)
     shown = []
     stopped = fit(callback=lambda iteration, model: shown.append(iteration) or iteration == 6)
