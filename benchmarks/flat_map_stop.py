@@ -32,13 +32,13 @@ TABLE2_TAUS = ("0.9", "0.99")
 
 
 def trainings(run):
-    """One row per training: signature, R, tau, its history and its job seconds."""
+    """One row per training: its tau, its history and its job seconds."""
     rows = []
     for history in sorted((run / "results" / "sparse").glob("*/R*-tau*.csv")):
-        R, tau = history.stem[1:].split("-tau")
+        tau = history.stem.split("-tau")[1]
         benchmark = run / "benchmarks/rules/train_sparse_projector" / history.parent.name / f"{history.stem}.tsv"
         seconds = pd.read_csv(benchmark, sep="\t")["s"].iloc[-1]
-        rows.append((history.parent.name, int(R), tau, pd.read_csv(history), seconds))
+        rows.append((tau, pd.read_csv(history), seconds))
     if not rows:
         raise SystemExit(f"no training histories under {run / 'results' / 'sparse'}; run the workflow first")
     return rows
@@ -69,7 +69,7 @@ def main():
     print(f"{len(runs)} trainings, {total:.0f} s of job time as run")
     for k in args.evaluations:
         kept, changes = 0.0, []
-        for _, _, tau, history, seconds in runs:
+        for tau, history, seconds in runs:
             stop, last = flat_stop(history, k, args.tolerance), history.iloc[-1]
             kept += seconds * stop["iteration"] / max(last["iteration"], 1)
             if tau in TABLE2_TAUS:
