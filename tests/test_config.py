@@ -2,8 +2,9 @@
 
 import pytest
 import yaml
+from snakemake.utils import update_config, validate
 
-from ndir.config import coerce_config_strings
+from ndir.config import check_config, coerce_config_strings
 
 from .conftest import REPO, run_snakemake
 
@@ -58,3 +59,15 @@ def test_command_line_dataset_override_is_accepted(tmp_path, value):
 def test_command_line_value_of_the_wrong_type_is_named(tmp_path):
     bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), "--config", "dataset={train_fraction: half}", check=False)
     assert bad.returncode != 0 and "'half' is not of type 'number'" in bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in (REPO / "configs").glob("*.yaml")))
+def test_every_shipped_config_is_valid_on_top_of_the_default(tmp_path, name):
+    # As `--configfile configs/X.yaml` layers it on config.yaml; the data sets on disk
+    # elsewhere get an empty folder for their path, as a user's `--config dataset=...`.
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    update_config(config, yaml.safe_load((REPO / "configs" / name).read_text()))
+    if config["dataset"]["kind"] != "embedded":
+        config["dataset"]["path"] = str(tmp_path)
+    validate(config, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
+    check_config(config)
