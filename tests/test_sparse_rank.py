@@ -611,18 +611,22 @@ def test_projected_line_is_the_objective_at_the_projected_point(
 
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("n_keep, entering", [(3, 1), (12, 2), (60, 64)])
+@pytest.mark.parametrize("first_compared", [1, 16])
 def test_trials_move_the_entries_that_the_full_selection_moves(
-    renormalize, n_keep, entering, monkeypatch
+    renormalize, n_keep, entering, first_compared, monkeypatch
 ):
     # A trial selects among the support entries near the threshold and the entering
     # candidates only (ProjectedLine._near_threshold); it must drop and admit exactly
     # the entries that the selection over all M + C candidates of every column does
     # (ProjectedLine._candidates), with the same values, and the same column norms to
     # rounding, at steps tried in any order (the near entries are cached from the
-    # largest step tried) and through widenings of the candidates.
+    # largest step tried), through widenings of the candidates, and whatever number
+    # of pairs each column compares first (ProjectedLine._compare doubles them: from
+    # 1, every column that lets entries in doubles at least once).
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
+    monkeypatch.setattr(_line_search, "_FIRST_COMPARED", first_compared)
     monkeypatch.setattr(_line_search, "_NEAR_SELECTION_MIN", 0)
     X, groups, query_rows, U0, problem, selected = line_problem(
         8, 200, 6, 6, [0, 3, 5, 7]
@@ -888,6 +892,10 @@ def test_sparse_products_over_several_blocks_of_images(line_search, monkeypatch)
         assert CT.nnz <= _descent.SPARSE_DENSITY_MAX * CT.shape[0] * CT.shape[1]
         C = CT.toarray().T.astype(np.float64)
         np.testing.assert_allclose(descent.sparse_rows_product(CT), X64 @ C, rtol=1e-5, atol=1e-6)
+        # Through C^T in CSC, the same bits as row by row (each output sums its terms
+        # in increasing feature order either way).
+        by_rows = np.hstack([CT.tocsr() @ XT for XT in descent.XT_blocks]).T
+        np.testing.assert_array_equal(descent.sparse_rows_product(CT), by_rows)
 
         # The same products with a single block of all 24 images.
         single = _descent.Descent.__new__(_descent.Descent)
