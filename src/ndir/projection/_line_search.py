@@ -342,7 +342,9 @@ class ProjectedLine:
             order = np.argsort(-np.take_along_axis(slope, top, axis=1), axis=1)
             by_size = np.take_along_axis(top, order, axis=1)
             self._by_size[unsorted, :n] = by_size
-            self._sorted_slope[unsorted, :n] = np.take_along_axis(slope, by_size, axis=1)
+            self._sorted_slope[unsorted, :n] = np.take_along_axis(
+                slope, by_size, axis=1
+            )
             self._n_sorted[unsorted] = n
         if rows.size == self._n_sorted.size:
             return self._by_size[:, :n], self._sorted_slope[:, :n]
@@ -508,9 +510,10 @@ class ProjectedLine:
                         part[done]
                         for part in (count, rows, by_size, near_sorted, candidates)
                     )
-                    by_decreasing_slope, entering = by_decreasing_slope[done], entering[done]
+                    by_decreasing_slope = by_decreasing_slope[done]
+                    entering = entering[done]
                 at = np.arange(rows.size)
-                # The left out strictly below the kept; equal (a tie): exact count needed.
+                # Left out strictly below the kept; equal (a tie): exact count needed.
                 entered_any = count > 0
                 last_in = np.maximum(count - 1, 0)
                 n_entered[rows] = count
@@ -537,7 +540,13 @@ class ProjectedLine:
             # Column by column, each in decreasing magnitude, as np.nonzero lists them.
             by_row = np.argsort(in_rows, kind="stable")
             in_rows, in_at = in_rows[by_row], in_at[by_row]
-        return n_entered, left_out_max, kept_min, (dropped_rows, dropped_at), (in_rows, in_at)
+        return (
+            n_entered,
+            left_out_max,
+            kept_min,
+            (dropped_rows, dropped_at),
+            (in_rows, in_at),
+        )
 
     def projected_scores(self, mu):
         """Y' = X P_M(U - mu G) (N, R) float64, and the candidate values and mask."""
