@@ -25,7 +25,6 @@ from ndir.preprocess import preprocess
 from timing import best_time
 
 
-
 def photos_512x384(n_images):
     """The first ``n_images`` shipped photos that preprocess to 512x384."""
     images = []

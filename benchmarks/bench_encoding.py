@@ -55,7 +55,6 @@ from ndir.preprocess import preprocess  # noqa: E402
 from timing import best_time  # noqa: E402
 
 
-
 def descriptor_like(rng, n, dim=128, n_modes=512):
     """Non-negative, L2-normalised vectors around ``n_modes`` modes, like SIFT/HOG."""
     modes = np.abs(rng.normal(size=(n_modes, dim)))
@@ -184,6 +183,7 @@ def eight_codebooks(rng, n_photos):
 def bench_image(codebooks, descriptors):
     """Seconds per image for the eight codebooks, against the GEMM bound."""
     n = len(descriptors)
+
     # Alternated, best of 5 each: this machine's speed drifts by 20 % within minutes.
     def once():
         encode_image(descriptors, codebooks)

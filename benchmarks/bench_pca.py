@@ -15,7 +15,6 @@ from ndir.projection import PCAProjection
 from timing import best_time
 
 
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=745)

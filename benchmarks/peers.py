@@ -33,6 +33,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
+import math  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -62,7 +63,7 @@ ROWS = []
 
 def row(what, ours_s, peer, peer_s, target, met, note=""):
     """Record and print one comparison (times in seconds)."""
-    speedup = peer_s / ours_s if peer_s == peer_s else float("nan")
+    speedup = peer_s / ours_s if not math.isnan(peer_s) else float("nan")
     ROWS.append(
         {
             "what": what,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ndir import atomic, report
+from ndir import atomic
 from ndir.report import (
     FULL_R,
     format_dim,

@@ -313,4 +313,3 @@ def test_recall_at_1_of_the_seeds_comparison_is_recomputable(tiny_run):
     weighted = tfidf(counts["test"][0], inverse_document_frequency(counts["train"][0]))
     expected = 100 * recall_at_k((weighted @ weighted.T).toarray(), groups, (1,), "precomputed")[1]
     assert comparison.loc[("tf-idf", "tf-idf"), "Recall@1"] == pytest.approx(expected, abs=0.006)
-

@@ -304,7 +304,6 @@ def image_descriptors(path, max_width=MAX_WIDTH, step=STEP, cell_sizes=CELL_SIZE
     return dense_hog(image, step=step, cell_sizes=cell_sizes)
 
 
-
 def image_descriptors_with(path, params):
     """:func:`image_descriptors` with a mapping of its parameters (``max_width``, ``step``,
     ``cell_sizes``), as the config's ``descriptors`` and a codebook file store them."""

@@ -408,4 +408,3 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         self.objective_unprojected_ = np.asarray(unprojected)
         self.step_sizes_ = np.asarray(step_sizes)
         self.n_iter_ = len(step_sizes)
-

@@ -117,7 +117,6 @@ def _test_recalls(score_pairs, X, groups):
     return comparison.recalls(np.asarray(score_pairs(X, X), dtype=np.float64), groups, metric="precomputed")
 
 
-
 def evaluate_tfidf(images, counts, record):
     """Record of the tf-idf baseline: cosine of tf-idf vectors, no learning."""
     splits = _bovw_splits(images, counts)
