@@ -4,7 +4,8 @@ import pytest
 import yaml
 from snakemake.utils import update_config, validate
 
-from ndir.config import check_config, coerce_config_strings
+from ndir.config import check_config, coerce_config_strings, schema_errors
+from ndir.errors import ConfigError
 
 from .conftest import REPO, run_snakemake
 
@@ -54,6 +55,46 @@ def test_command_line_dataset_override_is_accepted(tmp_path, value):
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def default_config():
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    validate(config, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
+    return config
+
+
+def test_schema_errors_name_each_wrong_key_and_the_nearest_known_ones():
+    config = default_config()
+    assert schema_errors(config, SCHEMA) == []
+    config["sede"] = 1
+    config["sparse"]["max_iters"] = 100
+    config["sparse"]["dims"] = [32, "x"]
+    config["embedded"]["n_groups"] = 0
+    config["seeds"]["soml"]["zzz"] = 1
+    assert schema_errors(config, SCHEMA) == [
+        "embedded.n_groups: 0 is less than the minimum of 4",
+        "sede: unknown key; did you mean seed or seeds?",
+        "seeds.soml.zzz: unknown key; the keys here are seeds.soml.da, seeds.soml.epochs, "
+        "seeds.soml.negatives_per_pair, seeds.soml.signatures, seeds.soml.tg, seeds.soml.variants",
+        "sparse.dims[1]: 'x' is not of type 'integer'",
+        "sparse.max_iters: unknown key; did you mean sparse.max_iter?",
+    ]
+
+
+def test_a_misspelled_key_is_named_in_a_few_lines_by_the_workflow(tmp_path):
+    (tmp_path / "typo.yaml").write_text("sparse: {max_iters: 100}\n")
+    bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), str(tmp_path / "typo.yaml"), check=False)
+    output = bad.stdout + bad.stderr
+    assert bad.returncode != 0
+    assert "sparse.max_iters: unknown key; did you mean sparse.max_iter?" in output
+    assert "config.schema.yaml" in output and len(output.splitlines()) < 30, output
+
+
+def test_a_path_with_the_embedded_set_is_an_error_not_ignored():
+    config = default_config()
+    config["dataset"]["path"] = "/data/my_images"
+    with pytest.raises(ConfigError, match="dataset.path: '/data/my_images' is not read when dataset.kind is 'embedded'"):
+        check_config(config)
 
 
 def test_command_line_value_of_the_wrong_type_is_named(tmp_path):

@@ -1,12 +1,16 @@
 """Checks of the workflow configuration that a JSON schema cannot express.
 
 The schema (``workflow/schemas/config.schema.yaml``) validates types, ranges and
-enumerations; :func:`check_config` adds the checks that relate several keys.
+enumerations; :func:`schema_errors` words its violations one line per key (an
+unknown key with the nearest known ones), and :func:`check_config` adds the checks
+that relate several keys.
 """
 
+import difflib
 from pathlib import Path
 
 import yaml
+from jsonschema.validators import validator_for
 
 from .errors import ConfigError
 
@@ -75,6 +79,65 @@ def _coerce(value, schema):
     return value
 
 
+def schema_errors(config, schema):
+    """The schema's objections to ``config``, one line each, naming the key.
+
+    Snakemake's ``validate`` reports only the first violation and prints the whole
+    schema after it (1,700 lines for a misspelled top-level key); these lines say
+    which key is wrong and why, and for an unknown key which known keys are closest.
+
+    Parameters
+    ----------
+    config : dict
+        The merged configuration.
+    schema : dict
+        The JSON schema (``workflow/schemas/config.schema.yaml``), loaded.
+
+    Returns
+    -------
+    list of str, such as ``"sparse.max_iters: unknown key; did you mean
+    sparse.max_iter?"`` or ``"sparse.max_iter: 'lots' is not of type 'integer'"``;
+    sorted by key; empty when the config is valid.
+    """
+    validator = validator_for(schema)(schema)
+    lines = []
+    for error in validator.iter_errors(config):
+        where = _key_path(error.absolute_path)
+        prefix = f"{where}." if where else ""
+        if error.validator != "additionalProperties":
+            lines.append(f"{where or 'the config'}: {error.message}")
+            continue
+        known = sorted(error.schema.get("properties", {}))
+        for key in sorted(set(error.instance) - set(known)):
+            close = difflib.get_close_matches(key, known, n=2)
+            hint = (
+                "did you mean " + " or ".join(prefix + name for name in close) + "?"
+                if close
+                else "the keys here are " + ", ".join(prefix + name for name in known)
+            )
+            lines.append(f"{prefix}{key}: unknown key; {hint}")
+    return sorted(lines)
+
+
+def _key_path(parts):
+    """``sparse.dims[1]`` for the path ``["sparse", "dims", 1]`` of a value in the config."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else part)
+    return path
+
+
+def raise_schema_errors(config, schema):
+    """Raise :class:`ConfigError` listing :func:`schema_errors`, if there are any."""
+    errors = schema_errors(config, schema)
+    if errors:
+        raise ConfigError(
+            "the config (config.yaml with any --configfile and --config) does not match "
+            "workflow/schemas/config.schema.yaml, which describes every key:\n  "
+            + "\n  ".join(errors)
+        )
+
+
 def check_config(config):
     """Raise :class:`ConfigError` naming the key when values contradict each other.
 
@@ -84,6 +147,12 @@ def check_config(config):
         The configuration after schema validation, which fills in the defaults.
     """
     dataset = config["dataset"]
+    if dataset["kind"] == "embedded" and dataset.get("path"):
+        raise ConfigError(
+            f"dataset.path: {dataset['path']!r} is not read when dataset.kind is 'embedded' "
+            "(the set built from the photos shipped with ndir); set dataset.kind to "
+            "holidays, ukbench or folders to use these images, or drop dataset.path"
+        )
     if dataset["kind"] != "embedded":
         if not dataset.get("path"):
             raise ConfigError(

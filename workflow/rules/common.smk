@@ -1,14 +1,27 @@
 from pathlib import Path
 
 import yaml
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from ndir.config import check_config, coerce_config_strings, signature_dim
+from ndir.config import (
+    check_config,
+    coerce_config_strings,
+    raise_schema_errors,
+    signature_dim,
+)
 
-# --config key={...} delivers nested numbers as strings: read them as the schema's types.
 with open(Path(workflow.current_basedir) / "../schemas/config.schema.yaml") as schema:
-    coerce_config_strings(config, yaml.safe_load(schema))
-validate(config, schema="../schemas/config.schema.yaml")
+    CONFIG_SCHEMA = yaml.safe_load(schema)
+# --config key={...} delivers nested numbers as strings: read them as the schema's types.
+coerce_config_strings(config, CONFIG_SCHEMA)
+try:
+    # Fills in the schema's defaults.
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError:
+    # One line per wrong key instead of the first error and the whole schema.
+    raise_schema_errors(config, CONFIG_SCHEMA)
+    raise
 check_config(config)
 
 
