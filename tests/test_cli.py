@@ -162,6 +162,12 @@ def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa
     assert "not an ndir index" in error_of(
         capsys, ["query", str(empty), str(bad_query)]
     )
+    assert f"{missing}: no such index folder" in error_of(
+        capsys, ["query", str(missing), str(bad_query)]
+    )
+    assert f"{models['codebook']}: is a file, not an index folder" in error_of(
+        capsys, ["query", str(models["codebook"]), str(bad_query)]
+    )
     assert str(missing) in error_of(capsys, ["info", str(missing)])
     (tmp_path / "occupied").mkdir()
     (tmp_path / "occupied" / "notes.txt").write_text("mine")
@@ -188,6 +194,8 @@ def test_usage_errors_exit_2(capsys):
             "4,x",
         ],
         ["index", "x", "--codebook", "c", "--projector", "p", "-o", "o", "-j", "0"],
+        ["build-embedded", "out", "--groups", "0"],
+        ["build-embedded", "out", "--size", "63"],
     ):
         with pytest.raises(SystemExit) as stop:
             main(argv)
@@ -285,8 +293,9 @@ def test_build_embedded_defaults_are_the_workflows():
     count, view size and seed are config.yaml's, as is the library's view size."""
     import yaml
 
-    from ndir.cli import build_parser
+    from ndir.cli import MIN_VIEW_SIZE, VIEW_SIZE, build_parser
     from ndir.embedded import DEFAULT_VIEW_SIZE
+    from ndir.embedded import MIN_VIEW_SIZE as LIBRARY_MIN_VIEW_SIZE
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     args = build_parser().parse_args(["build-embedded", "out"])
@@ -295,7 +304,43 @@ def test_build_embedded_defaults_are_the_workflows():
         config["embedded"]["view_size"],
         config["seed"],
     )
-    assert DEFAULT_VIEW_SIZE == config["embedded"]["view_size"]
+    assert DEFAULT_VIEW_SIZE == config["embedded"]["view_size"] == VIEW_SIZE
+    assert MIN_VIEW_SIZE == LIBRARY_MIN_VIEW_SIZE
+    assert args.allow_overlap is False
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tiny_models):  # noqa: F811
+    """``ndir info ... | head -0``: exit status 128 + SIGPIPE, no traceback."""
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ndir.cli", "info", str(tiny_models["codebook"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()  # before the command (whose start takes ~1 s) writes
+    assert process.wait(timeout=120) == 128 + signal.SIGPIPE
+    assert process.stderr.read() == b""
+
+
+def test_library_warnings_read_as_the_commands_own(tiny_models, tmp_path, capsys):  # noqa: F811
+    """A warning logged by the library prints as ``ndir: warning: ...``."""
+    images = tmp_path / "images"
+    shutil.copytree(tiny_models["images"], images)
+    (images / "notes.txt").write_text("not an image")
+    import logging
+
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    root.handlers.clear()  # as in a fresh process: main() sets up the logging
+    try:
+        out = tmp_path / "idx"
+        assert main([*index_args(tiny_models, images, out, "-q"), "--groups", "holidays"]) == 0
+    finally:
+        root.handlers[:] = handlers
+    assert "ndir: warning: " in capsys.readouterr().err
 
 
 def test_descriptors_counts_with_the_given_grid(tmp_path, capsys):

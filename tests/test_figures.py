@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from ndir.evaluation import holidays_map, misses_near_duplicates, top_k
-from ndir.figures import FRAME_COLOURS, QUERY_COLOUR, frame_colour, retrievals_figure, thumbnail
+from ndir.figures import FRAME_COLOURS, QUERY_COLOUR, _figure, _wrapped_title, frame_colour, retrievals_figure, thumbnail
 from ndir.encoding import l2_normalise_rows
 from ndir.projection import PCAProjection, load_projector, save_projector
 from ndir.stages import report
@@ -85,6 +85,20 @@ def test_retrievals_figure_frames_each_result_by_its_relevance(photos, tmp_path)
     retrievals_figure(queries, again, title="test")
     assert again[0].read_bytes() == outputs[0].read_bytes()
     assert again[1].read_bytes() == outputs[1].read_bytes()
+
+
+@pytest.mark.parametrize("width", [2.0, 4.0, 12.0])
+def test_a_title_wider_than_its_figure_is_broken_into_lines_that_fit(width):
+    title = "Queries (blue) and their top 1; green: near duplicate, red: not, grey: no group; AP over the whole index"
+    fig = _figure(figsize=(width, 3.0))
+    _wrapped_title(fig, title, fontsize=9)
+    text = fig._suptitle
+    assert text.get_window_extent().width <= fig.bbox.width
+    assert text.get_text().split() == title.split()
+    n_lines = text.get_text().count("\n") + 1
+    # A title that fits keeps its line and the figure its height.
+    assert (n_lines == 1) == (width == 12.0)
+    assert fig.get_figheight() == pytest.approx(3.0 + 1.2 * 9 / 72 * (n_lines - 1))
 
 
 def test_retrievals_figure_without_labels_draws_no_green_or_red(photos, tmp_path):

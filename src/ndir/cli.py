@@ -16,23 +16,36 @@ Exit codes:
     ``ndir: error: <file>: <what is wrong>; <the fix>``.
 2
     Bad command-line usage (from argparse).
+141
+    The reader of the output went away (``ndir query ... | head``): the output
+    stops there, quietly, as for other Unix tools (128 + SIGPIPE).
 """
 
 import argparse
 import json
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 
 from . import __version__
 from .errors import NdirInputError
 
+# ndir.embedded's DEFAULT_VIEW_SIZE and MIN_VIEW_SIZE, without importing it (OpenCV and
+# pandas: half a second) for every command.
+VIEW_SIZE, MIN_VIEW_SIZE = 320, 64
+
 
 def _build_embedded(args):
     from .data import build_embedded_dataset
 
     table = build_embedded_dataset(
-        args.out_dir, n_groups=args.groups, seed=args.seed, view_size=args.size
+        args.out_dir,
+        n_groups=args.groups,
+        seed=args.seed,
+        view_size=args.size,
+        allow_overlap=args.allow_overlap,
     )
     print(
         f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}"
@@ -61,14 +74,24 @@ def _cell_sizes(text):
     return sizes
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _int_at_least(minimum):
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {minimum}, got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
 
 
 def _figure_file(text):
@@ -208,7 +231,8 @@ def show_queries(index, found, k, path):
             plural = "" if n_positives == 1 else "s"
             label += f"\ngroup {group}, {n_positives} near duplicate{plural}"
         blocks.append({"query": record["query"], "label": label, "methods": [method]})
-    title = f"Queries (blue) and their top {k}; " + (
+    shown = max(len(record["results"][:k]) for record in found)
+    title = f"Queries (blue) and their top {shown}; " + (
         "green: near duplicate, red: not, grey: no group; AP over the whole index"
         if labelled
         else "score: the learned similarity y_q^T y"
@@ -247,34 +271,50 @@ def _add_descriptor_options(parser):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="ndir", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="ndir",
+        description="Near-duplicate image retrieval with the sparse rank projectors "
+        "learned by the ndir workflow: index a folder of images, query it, describe "
+        "the models.",
+    )
     parser.add_argument("--version", action="version", version=f"ndir {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    embedded = commands.add_parser(
-        "build-embedded",
-        help="write the embedded near-duplicate set (Holidays naming) into a folder",
+    summary = "write the embedded near-duplicate set (Holidays naming) into a folder"
+    embedded = commands.add_parser("build-embedded", help=summary, description=summary)
+    embedded.add_argument(
+        "out_dir", metavar="OUT_DIR", help="folder to write the images and views.csv into"
     )
-    embedded.add_argument("out_dir")
     embedded.add_argument(
         "--groups",
-        type=int,
+        type=_positive_int,
         default=200,
         help="number of groups (default: 200, the workflow's)",
     )
-    embedded.add_argument("--seed", type=int, default=0)
+    embedded.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the views' windows and edits (default: 0, the workflow's)",
+    )
     embedded.add_argument(
         "--size",
-        type=int,
-        default=320,
-        help="longer side of the views in pixels (default: 320, the workflow's)",
+        type=_int_at_least(MIN_VIEW_SIZE),
+        default=VIEW_SIZE,
+        help=f"longer side of the views in pixels, at least {MIN_VIEW_SIZE} (default: "
+        f"{VIEW_SIZE}, the workflow's)",
+    )
+    embedded.add_argument(
+        "--allow-overlap",
+        action="store_true",
+        help="let the scenes of different groups overlap, for more groups than the "
+        "shipped photos give distinct scenes (a timing set: its mAP says nothing)",
     )
     embedded.set_defaults(func=_build_embedded)
 
-    describe = commands.add_parser(
-        "descriptors", help="count the dense HOG descriptors of images"
-    )
-    describe.add_argument("images", nargs="+")
+    summary = "count the dense HOG descriptors of images"
+    describe = commands.add_parser("descriptors", help=summary, description=summary)
+    describe.add_argument("images", nargs="+", metavar="IMAGE", help="image files")
     _add_descriptor_options(describe)
     describe.set_defaults(func=_describe)
 
@@ -334,10 +374,13 @@ def build_parser():
         "query",
         help="rank the indexed near duplicates of images",
         description="Print the k indexed images of largest score y_q^T y (the learned "
-        "similarity) for each query image; an indexed copy of the query itself is left out.",
+        "similarity) for each query image; the query's own file, if it was indexed, is "
+        "left out.",
     )
     query.add_argument("index", metavar="INDEX", help="folder written by `ndir index`")
-    query.add_argument("images", nargs="+", metavar="IMAGE")
+    query.add_argument(
+        "images", nargs="+", metavar="IMAGE", help="query image files"
+    )
     query.add_argument(
         "-k", type=int, default=10, help="results per query (default: 10)"
     )
@@ -353,22 +396,40 @@ def build_parser():
     )
     query.set_defaults(func=_query)
 
-    info = commands.add_parser(
-        "info", help="describe a projector, a codebook or an index folder"
+    summary = "describe a projector, a codebook or an index folder"
+    info = commands.add_parser("info", help=summary, description=summary)
+    info.add_argument(
+        "file",
+        metavar="FILE",
+        help="a projector or codebook .npz written by the workflow, or an index folder",
     )
-    info.add_argument("file", metavar="FILE")
     info.set_defaults(func=_info)
     return parser
 
 
+class _Formatter(logging.Formatter):
+    """``ndir: warning: <message>``, as the command's own warnings and errors read."""
+
+    def format(self, record):
+        return f"ndir: {record.levelname.lower()}: {record.getMessage()}"
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Formatter())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         args.func(args)
+        sys.stdout.flush()
     except NdirInputError as error:
         print(f"ndir: error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader closed the pipe: send what Python still wants to flush at exit
+        # to /dev/null rather than failing again there.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     return 0
 
 

@@ -140,15 +140,15 @@ def read_gray(path):
     """
     path = Path(path)
     if path.is_dir():
-        raise ImageReadError(path, "is a folder, not an image file; remove it from the data set")
+        raise ImageReadError(path, "is a folder, not an image file; pass image files, or take the folder out of the image folder")
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise ImageReadError(path, "file not found; check the data-set path and scan the folder again") from None
+        raise ImageReadError(path, "file not found; check the path (for a data set that changed, run the workflow again: it scans the folder anew)") from None
     except OSError as error:
         raise ImageReadError(path, f"cannot open the file ({error.strerror}); check its permissions") from None
     if size == 0:
-        raise ImageReadError(path, "file is empty (0 bytes); copy it again or remove it from the data set")
+        raise ImageReadError(path, "file is empty (0 bytes); copy it again, or remove it from the image folder")
     try:
         with Image.open(path) as image:
             # A colour JPEG is decoded straight to its luma plane: about 3x faster.
@@ -160,7 +160,7 @@ def read_gray(path):
     except UnidentifiedImageError:
         raise ImageReadError(
             path,
-            "not an image file that Pillow can decode (JPEG, PNG, TIFF, BMP, WebP, ...); remove it from the data set",
+            "not an image file that Pillow can decode (JPEG, PNG, TIFF, BMP, WebP, ...); convert it, or remove it from the image folder",
         ) from None
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         raise ImageReadError(

@@ -299,7 +299,7 @@ def image_descriptors(path, max_width=MAX_WIDTH, step=STEP, cell_sizes=CELL_SIZE
         raise NdirInputError(
             f"{path}: image is {width}x{height} px after resizing to at most "
             f"{max_width} px wide, smaller than the {minimum} px needed on a side "
-            "for one descriptor; remove it from the data set"
+            "for one descriptor; use a larger image, or remove it from the image folder"
         )
     return dense_hog(image, step=step, cell_sizes=cell_sizes)
 

@@ -48,6 +48,8 @@ WINDOW_MARGIN = 2
 #: Longer side of the views in pixels when none is given: the default run's
 #: (``embedded.view_size`` of config.yaml, and ``ndir build-embedded --size``).
 DEFAULT_VIEW_SIZE = 320
+MIN_VIEW_SIZE = 64
+"""Smallest longer side of a view, in pixels."""
 
 
 def build_embedded_dataset(out_dir, n_groups, seed, view_size=DEFAULT_VIEW_SIZE, allow_overlap=False):
@@ -108,7 +110,7 @@ def build_embedded_dataset(out_dir, n_groups, seed, view_size=DEFAULT_VIEW_SIZE,
         If ``out_dir`` exists and is not an empty folder.
     """
     _check_int("embedded.n_groups", n_groups, 1)
-    _check_int("embedded.view_size", view_size, 64)
+    _check_int("embedded.view_size", view_size, MIN_VIEW_SIZE)
     out_dir = Path(out_dir).expanduser().resolve()
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise DatasetError(f"{out_dir}: not an empty folder; build the embedded set into a new or empty folder")
@@ -221,7 +223,8 @@ def _plan_scenes(photos, n_groups, allow_overlap, rng):
         raise ConfigError(
             f"embedded.n_groups: {n_groups} groups need as many distinct scenes, but the {n_photos} shipped "
             f"photos give at most {capacity} non-overlapping windows of at least {MIN_WINDOW_SIDE} px a side; "
-            f"use at most {capacity} groups (or allow_overlap=True for a timing set whose scenes may repeat)"
+            f"use at most {capacity} groups (or let scenes repeat, for a timing set: embedded.allow_overlap in the "
+            "config, --allow-overlap for `ndir build-embedded`)"
         )
     photo_index = np.concatenate([np.arange(n_photos), rng.integers(n_photos, size=n_groups - n_photos)])
     boxes = [(0, 0, widths[i], heights[i]) for i in range(n_photos)]

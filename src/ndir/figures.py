@@ -9,6 +9,7 @@ Figures 2-4 each take a list of ``(signature, R, tau, history)`` tuples.
 """
 
 import itertools
+import textwrap
 
 import numpy as np
 from matplotlib import rcParams
@@ -300,7 +301,21 @@ def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
             rows.append(cells)
         colours.append(rows)
     if title:
-        fig.suptitle(title, fontsize=9)
+        _wrapped_title(fig, title, fontsize=9)
     for path in outputs:
         fig.savefig(str(path), dpi=dpi, metadata=_metadata(path))
     return colours
+
+
+def _wrapped_title(fig, title, fontsize):
+    """``fig``'s title, broken into lines where it is wider than the figure (a figure of
+    few columns would cut it), the figure made taller by the lines added."""
+    text = fig.suptitle(title, fontsize=fontsize)
+    width = text.get_window_extent().width
+    available = 0.95 * fig.bbox.width
+    if width <= available:
+        return
+    lines = textwrap.wrap(title, max(10, int(len(title) * available / width)))
+    text.set_text("\n".join(lines))
+    line_height = 1.2 * fontsize / 72  # inches
+    fig.set_figheight(fig.get_figheight() + line_height * (len(lines) - 1))

@@ -400,6 +400,11 @@ class NearDuplicateIndex:
         import faiss
 
         folder = Path(folder)
+        if folder.is_file():
+            raise NdirInputError(
+                f"{folder}: is a file, not an index folder; pass the folder that "
+                "`ndir index -o` wrote"
+            )
         if not folder.is_dir():
             raise NdirInputError(
                 f"{folder}: no such index folder; build one with `ndir index`"
