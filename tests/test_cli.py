@@ -277,6 +277,36 @@ def test_index_with_groups_frames_query_results_green_or_red(
     assert pdf.read_bytes().startswith(b"%PDF")
 
 
+def test_index_with_group_folders_keeps_the_folder_names(
+    tiny_models, tmp_path, capsys, monkeypatch
+):  # noqa: F811
+    """``--groups folders``: each image's group is its folder's name, as written ("007"
+    stays text), and the figure labels the query with it."""
+    from ndir.cli import show_queries
+    from ndir.index import NearDuplicateIndex, query_index
+
+    layout = tmp_path / "mine"
+    paths = list(tiny_models["table"]["path"].iloc[:5])
+    for name, chosen in (("beach", paths[:3]), ("007", paths[3:])):
+        (layout / name).mkdir(parents=True)
+        for path in chosen:
+            shutil.copy(path, layout / name)
+    out = tmp_path / "idx"
+    assert main([*index_args(tiny_models, layout, out, "-q"), "--groups", "folders"]) == 0
+    assert "5 in 2 folders groups" in capsys.readouterr().out
+    index = NearDuplicateIndex.load(out)
+    assert sorted(index.groups) == ["007", "007", "beach", "beach", "beach"]
+    query = layout / "007" / Path(paths[3]).name
+    assert index.group_of(query) == "007"
+    drawn = []
+    monkeypatch.setattr(
+        "ndir.figures.retrievals_figure",
+        lambda blocks, outputs, title=None: drawn.extend(blocks),
+    )
+    show_queries(index, query_index(index, [query], k=len(index)), 3, tmp_path / "x.png")
+    assert "group 007, 1 near duplicate" in drawn[0]["label"]
+
+
 def test_query_show_errors(index_dir, tiny_models, tmp_path, capsys):  # noqa: F811
     query = str(tiny_models["table"]["path"].iloc[0])
     with pytest.raises(SystemExit) as stop:

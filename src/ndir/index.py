@@ -20,7 +20,8 @@ An index is a folder:
 ``images.csv``
     ``path`` (absolute, resolved) and ``norm`` (``||y||_2``), row i = faiss id i;
     ``group`` too when the index was built with near-duplicate groups
-    (``ndir index --groups``), empty for an image the naming gives no group.
+    (``ndir index --groups``: the number Holidays or UKBench names give, the
+    sub-folder's name for ``folders``), empty for an image without a group.
 ``meta.json``
     The codebook and projector (absolute paths, SHA-256 of the files, signature
     name, D, R, the projector's training record), the descriptor parameters,
@@ -315,8 +316,9 @@ class NearDuplicateIndex:
     paths : list of str, absolute resolved image paths.
     norms : (n,) float32, ``||y||_2`` of each row.
     meta : dict, see the module docstring.
-    groups : None (no groups), or list of n near-duplicate group labels (int, or
-        None for an image without a group).
+    groups : None (no groups), or list of n near-duplicate group labels (int; str,
+        the sub-folder's name, for the ``folders`` layout; None for an image
+        without a group).
     """
 
     index: object
@@ -386,7 +388,7 @@ class NearDuplicateIndex:
         faiss.write_index(self.index, str(folder / INDEX_FILE))
         table = pd.DataFrame({"path": self.paths, "norm": self.norms})
         if self.groups is not None:
-            table["group"] = pd.array(self.groups, dtype="Int64")
+            table["group"] = pd.array(self.groups, dtype=_group_dtype(self.groups))
         table.to_csv(folder / IMAGES_FILE, index=False)
         with open(folder / META_FILE, "w") as handle:
             json.dump(
@@ -421,7 +423,9 @@ class NearDuplicateIndex:
         try:
             with open(folder / META_FILE) as handle:
                 meta = json.load(handle)
-            table = pd.read_csv(folder / IMAGES_FILE, dtype={"path": str})
+            # Folder names stay text ("007" is not 7); Holidays' and UKBench's are numbers.
+            text = ["path", "group"] if meta.get("groups") == "folders" else ["path"]
+            table = pd.read_csv(folder / IMAGES_FILE, dtype=dict.fromkeys(text, str))
             index = faiss.read_index(str(folder / INDEX_FILE))
         except (OSError, ValueError, RuntimeError) as error:
             raise NdirInputError(
@@ -434,9 +438,9 @@ class NearDuplicateIndex:
             )
         groups = None
         if "group" in table.columns:
-            groups = [
-                None if pd.isna(g) else int(g) for g in table["group"].astype("Int64")
-            ]
+            groups = [None if pd.isna(g) else g for g in table["group"]]
+            if meta.get("groups") != "folders":
+                groups = [None if g is None else int(g) for g in groups]
         return cls(
             index,
             table["path"].tolist(),
@@ -475,20 +479,27 @@ class NearDuplicateIndex:
         )
 
 
+def _group_dtype(groups):
+    """pandas dtype of a column of group labels: text if any label is a name."""
+    return "string" if any(isinstance(g, str) for g in groups) else "Int64"
+
+
 def group_labels(folder, kind):
     """Near-duplicate groups of the images under ``folder``, read from their names
     as the ``kind`` data set (``holidays``, ``ukbench``, ``folders``: see
     :func:`ndir.data.scan_dataset`).
 
-    Returns ``{resolved path: group}``; an image the naming gives no group to is
-    absent. Raises NdirInputError (DatasetError) if no image follows the naming.
+    Returns ``{resolved path: group}``, the group an int (the number Holidays' and
+    UKBench's names give) or, for ``folders``, the sub-folder's name; an image the
+    naming gives no group to is absent. Raises NdirInputError (DatasetError) if no
+    image follows the naming.
     """
     from .data import scan_dataset
 
     images = scan_dataset(kind, folder).images
+    labels = images["group_name"] if kind == "folders" else images["group"].map(int)
     return {
-        str(Path(path).resolve()): int(group)
-        for path, group in zip(images["path"], images["group"])
+        str(Path(path).resolve()): label for path, label in zip(images["path"], labels)
     }
 
 
