@@ -307,6 +307,15 @@ def test_index_with_group_folders_keeps_the_folder_names(
     assert "group 007, 1 near duplicate" in drawn[0]["label"]
 
 
+def test_query_show_of_an_index_of_only_the_query_says_so(tiny_models, tmp_path, capsys):  # noqa: F811
+    images = tmp_path / "one"
+    images.mkdir()
+    query = Path(shutil.copy(tiny_models["table"]["path"].iloc[0], images))
+    assert main(index_args(tiny_models, images, tmp_path / "idx", "-q")) == 0
+    err = error_of(capsys, ["query", str(tmp_path / "idx"), str(query), "--show", str(tmp_path / "x.png")])
+    assert "no result to draw" in err and not (tmp_path / "x.png").exists()
+
+
 def test_query_show_errors(index_dir, tiny_models, tmp_path, capsys):  # noqa: F811
     query = str(tiny_models["table"]["path"].iloc[0])
     with pytest.raises(SystemExit) as stop:

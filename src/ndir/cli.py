@@ -176,6 +176,11 @@ def _query(args):
     labelled = args.show is not None and index.groups is not None
     found = query_index(index, args.images, k=len(index) if labelled else args.k)
     if args.show is not None:
+        if not any(record["results"] for record in found):
+            raise NdirInputError(
+                f"{args.index}: no result to draw, the index holds no image but the "
+                "queries' own files; index the images to search among"
+            )
         show_queries(index, found, args.k, args.show)
         print(f"wrote {args.show}", file=sys.stderr)
     found = [{**record, "results": record["results"][: args.k]} for record in found]
