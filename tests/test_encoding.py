@@ -200,6 +200,21 @@ def test_vlad_matches_slow_loop():
     np.testing.assert_allclose(v, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_vlad_over_several_blocks_on_threads_matches_slow_loop():
+    """Beyond one block of CHUNK_SIZE descriptors, with the blocks and the clusters'
+    residual sums on threads: still the slow loop's VLAD."""
+    from ndir.encoding import CHUNK_SIZE, blas_block_map
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(2 * CHUNK_SIZE + 77, 6)).astype(np.float32)
+    centroids = rng.normal(size=(3, 6)).astype(np.float32)
+    components = random_orthonormal(rng, 3, 6, 4).astype(np.float32)
+    with blas_block_map() as block_map:
+        v = vlad(X, centroids, components, block_map)
+    expected = slow_vlad(*(a.astype(np.float64) for a in (X, centroids, components)))
+    np.testing.assert_allclose(v, expected, rtol=1e-4, atol=1e-3)
+
+
 def test_vlad_with_identity_projection_is_plain_vlad_residual_sum():
     X = np.array([[0.0, 0.0], [0.2, 0.0], [3.0, 1.0], [2.0, 1.0]], dtype=np.float32)
     centroids = np.array([[0.0, 0.0], [2.0, 1.0]], dtype=np.float32)

@@ -403,7 +403,7 @@ def test_training_scores_track_the_projection_without_sparsity():
         X, groups, projector.query_rows_, projector.margin
     )
     final = problem.losses(projector.transform(X).astype(np.float64)).sum()
-    np.testing.assert_allclose(final, projector.objective_[-1], rtol=1e-3, atol=1e-12)
+    np.testing.assert_allclose(final, projector.objective_[-1], rtol=1e-5, atol=1e-12)
 
 
 def test_callback_sees_the_current_state():

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from ndir.triplets import positive_pairs, sample_triplets
+from ndir.triplets import draw_negatives, positive_pairs, sample_triplets
 
 
 def test_positive_pairs_hand_worked():
@@ -26,6 +26,21 @@ def test_sample_triplets_deterministic():
     a = sample_triplets(groups, 3, random_state=1)
     b = sample_triplets(groups, 3, random_state=1)
     np.testing.assert_array_equal(a, b)
+
+
+def test_negatives_are_drawn_uniformly_from_the_other_groups():
+    # Groups of unequal sizes: an anchor of group 0 (2 images) draws among the 7
+    # others, each with probability 1/7; 70,000 draws give 10,000 each, give or take
+    # 5 standard deviations (sqrt(70,000 * 1/7 * 6/7) = 93).
+    groups = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2])
+    rng = np.random.RandomState(0)
+    negatives = draw_negatives(groups, np.zeros(70_000, dtype=int), rng)
+    counts = np.bincount(negatives, minlength=groups.size)
+    assert counts[:2].tolist() == [0, 0]
+    assert np.all(np.abs(counts[2:] - 10_000) < 5 * 93), counts
+    # Another seed, other draws.
+    other = draw_negatives(groups, np.zeros(70_000, dtype=int), np.random.RandomState(1))
+    assert not np.array_equal(negatives, other)
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,25 @@ def test_table1_values_are_maps_in_percent(tiny_run):
     assert (table["Full"] >= table["16"]).all()
 
 
+def test_table1_pca_columns_are_recomputable(tiny_run):
+    """Each PCA-R cell: a PCA fitted on the training split's signatures, the test
+    split's mAP through it, recomputed from the run's files."""
+    from ndir.projection import PCAProjection
+    from ndir.stages.common import split_signatures
+
+    table1 = pd.read_csv(tiny_run / "results/tables/table1.csv").set_index("Sign.")
+    for name in table1.index:
+        splits = split_signatures(
+            tiny_run / "results/data/images.csv",
+            tiny_run / f"results/signatures/{name.lower()}.npy",
+        )
+        X_test, groups, is_query = splits["test"]
+        for R in (8, 16):
+            Y = PCAProjection(n_components=R).fit(splits["train"][0]).transform(X_test)
+            expected = 100 * holidays_map(Y, groups, is_query)
+            assert table1.loc[name, str(R)] == pytest.approx(expected, abs=0.006), (name, R)
+
+
 def test_full_fisher_vector_beats_random_projection(tiny_run):
     table = read_image_table(tiny_run / "results/data/images.csv")
     X = np.load(tiny_run / "results/signatures/fv-8.npy")
