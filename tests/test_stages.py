@@ -322,6 +322,31 @@ def test_signatures_of_another_image_table_name_both_files(tmp_path):
         split_signatures(images, signatures)
 
 
+def test_damaged_results_are_named_with_the_fix(tmp_path):
+    """A signature file or a shard cut short: ResultFileError naming the file and what
+    to do, instead of NumPy's or zipfile's bare error."""
+    from ndir.errors import ResultFileError
+    from ndir.stages.common import split_signatures
+    from ndir.stages.signatures import gather_signatures
+
+    images = tmp_path / "images.csv"
+    pd.DataFrame(
+        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+    ).to_csv(images, index=False)
+    signatures = tmp_path / "fv-8.npy"
+    np.save(signatures, np.zeros((2, 8), dtype=np.float32))
+    signatures.write_bytes(signatures.read_bytes()[:-20])
+    fix = "cut short or damaged; delete it and run the workflow again"
+    with pytest.raises(ResultFileError, match=rf"fv-8.npy: unreadable \(ValueError: .*\), {fix}"):
+        split_signatures(images, signatures)
+    shard = tmp_path / "0.npz"
+    np.savez(shard, image_id=np.array(["a", "b"]), **{"fv-8": np.zeros((2, 8), dtype=np.float32)})
+    shard.write_bytes(shard.read_bytes()[:200])
+    with pytest.raises(ResultFileError, match=rf"0.npz: unreadable \(BadZipFile: .*\), {fix}"):
+        gather_signatures(images, [shard], tmp_path / "out.npy", "fv-8")
+    assert not (tmp_path / "out.npy").exists()
+
+
 def test_map_is_flat_compares_the_last_evaluations():
     """Hand-worked: the last k + 1 training mAPs within 0.1 point are flat; fewer than
     k + 1 evaluations never are."""

@@ -92,7 +92,8 @@ def npz_kind(path):
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile):
         raise NdirInputError(
             f"{path}: numpy cannot read it as an .npz file; pass a codebook or a "
-            "projector written by the workflow"
+            "projector written by the workflow (if the workflow wrote this one, it is "
+            "cut short or damaged: delete it and run the workflow again)"
         ) from None
     if kind is not None:
         return kind

@@ -42,7 +42,10 @@ def read_model_file(path, kind, keys):
     except FileNotFoundError:
         raise NdirInputError(f"{path}: no such file; fit the {what} first") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        raise NdirInputError(f"{path}: not a {what}: numpy cannot read it as an .npz file") from None
+        raise NdirInputError(
+            f"{path}: not a {what}: numpy cannot read it as an .npz file (if the workflow wrote it, "
+            "it is cut short or damaged: delete it and run the workflow again)"
+        ) from None
     found = str(arrays["kind"]) if "kind" in arrays else "none"
     if found != kind:
         raise NdirInputError(

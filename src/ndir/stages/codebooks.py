@@ -7,7 +7,7 @@ import numpy as np
 from .. import codebooks
 from ..atomic import atomic_output
 from ..descriptors import image_descriptors_with
-from .common import read_image_table
+from .common import read_image_table, read_result
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def sample_descriptors(images, sample, per_image, seed, descriptors):
 
 def fit_descriptor_pca(sample, pca, n_components):
     """Fit the PCA of local descriptors (paper: 80 dims, for the Fisher Vectors)."""
-    model = codebooks.fit_descriptor_pca(np.load(sample), n_components=n_components)
+    model = codebooks.fit_descriptor_pca(read_result(sample), n_components=n_components)
     with atomic_output(pca) as tmp:
         model.save(tmp)
 
@@ -42,7 +42,7 @@ def fit_descriptor_pca(sample, pca, n_components):
 def fit_vlad_codebook(sample, codebook, n_clusters, n_components, n_iter, seed):
     """Fit k-means and the cluster-wise PCA of a VLAD-K codebook."""
     model = codebooks.fit_vlad_codebook(
-        np.load(sample), n_clusters=n_clusters, n_components=n_components, seed=seed, n_iter=n_iter
+        read_result(sample), n_clusters=n_clusters, n_components=n_components, seed=seed, n_iter=n_iter
     )
     with atomic_output(codebook) as tmp:
         model.save(tmp)
@@ -51,7 +51,7 @@ def fit_vlad_codebook(sample, codebook, n_clusters, n_components, n_iter, seed):
 def fit_fisher_codebook(sample, pca, codebook, n_clusters, n_iter, seed):
     """Fit the diagonal GMM of an FV-K codebook on PCA-reduced descriptors."""
     model = codebooks.fit_fisher_codebook(
-        np.load(sample), n_clusters=n_clusters, pca=codebooks.DescriptorPCA.load(pca), seed=seed, n_iter=n_iter
+        read_result(sample), n_clusters=n_clusters, pca=codebooks.DescriptorPCA.load(pca), seed=seed, n_iter=n_iter
     )
     with atomic_output(codebook) as tmp:
         model.save(tmp)

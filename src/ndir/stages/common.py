@@ -6,6 +6,7 @@ The stage modules' counterpart of ``workflow/rules/common.smk``.
 import json
 import logging
 import sys
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -156,6 +157,39 @@ def _read_json(path):
         return json.load(f)
 
 
+# --------------------------------------------------------------------------- results read back
+
+# What NumPy, zipfile and scipy raise for a file cut short or damaged.
+_UNREADABLE = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile)
+
+
+def read_result(path, load=np.load, **kwargs):
+    """``load(path, **kwargs)`` of a file an earlier rule wrote (a ``.npy``, an ``.npz``
+    by ``sp.load_npz``...); :class:`~ndir.errors.ResultFileError` naming the file and
+    the fix when it cannot be read, instead of NumPy's or zipfile's bare error."""
+    try:
+        return load(path, **kwargs)
+    except FileNotFoundError:
+        raise
+    except _UNREADABLE as error:
+        raise ResultFileError(
+            f"{path}: unreadable ({type(error).__name__}: {error}), cut short or damaged; "
+            "delete it and run the workflow again to write it anew"
+        ) from error
+
+
+def read_result_arrays(path, names=None):
+    """The arrays ``names`` (None: all) of an ``.npz`` an earlier rule wrote, read whole
+    into a dict; ResultFileError as :func:`read_result` when it cannot be read or
+    lacks one of them."""
+
+    def load(path):
+        with np.load(path) as npz:
+            return {name: npz[name] for name in (npz.files if names is None else names)}
+
+    return read_result(path, load)
+
+
 # --------------------------------------------------------------------------- the image table
 
 
@@ -240,4 +274,4 @@ def split_rows(images, X, source):
 def split_signatures(images, signatures):
     """Load signatures (an (n_images, D) ``.npy``) and the image table;
     return ``{split: (X, groups, is_query)}`` as :func:`split_rows`."""
-    return split_rows(images, np.load(signatures, mmap_mode="r"), signatures)
+    return split_rows(images, read_result(signatures, mmap_mode="r"), signatures)

@@ -36,6 +36,7 @@ from ..jcf import JCF, pooling_madds, second_order_gram, subsample_descriptors
 from .common import (
     check_shard_order,
     read_image_table,
+    read_result_arrays,
     shard_rows,
     split_together,
     table_caption,
@@ -118,12 +119,12 @@ def gather_jcf_features(images, shards, features):
     that all shards used one descriptor PCA)."""
     parts, ids, offsets, start, axes = [], [], [np.zeros(1, dtype=np.int64)], 0, []
     for path in shards:
-        with np.load(path) as npz:
-            parts.append(npz["features"])
-            ids.append(npz["image_id"])
-            offsets.append(npz["offsets"][1:] + start)
-            axes.append(npz["pca_components"])
-            start += len(npz["features"])
+        npz = read_result_arrays(path, ["features", "image_id", "offsets", "pca_components"])
+        parts.append(npz["features"])
+        ids.append(npz["image_id"])
+        offsets.append(npz["offsets"][1:] + start)
+        axes.append(npz["pca_components"])
+        start += len(npz["features"])
     check_shard_order(images, ids, "JCF local-feature", "extract_jcf_features")
     if any(not np.array_equal(a, axes[0]) for a in axes[1:]):
         raise ResultFileError(
@@ -157,10 +158,10 @@ def load_features(images, features, codebook=None, n_clusters=None):
     (ResultFileError).
     """
     table = read_image_table(images)
-    with np.load(features) as npz:
-        if "pca_components" not in npz.files:
-            raise ResultFileError(f"{features}: written by an older ndir (no pca_components); rerun extract_jcf_features")
-        ids, X, offsets, axes = npz["image_id"], npz["features"], npz["offsets"], npz["pca_components"]
+    npz = read_result_arrays(features)
+    if "pca_components" not in npz:
+        raise ResultFileError(f"{features}: written by an older ndir (no pca_components); rerun extract_jcf_features")
+    ids, X, offsets, axes = npz["image_id"], npz["features"], npz["offsets"], npz["pca_components"]
     if not np.array_equal(ids, table["image_id"].to_numpy(dtype=str)):
         raise ResultFileError(f"{features}: images differ from {images}; rerun extract_jcf_features")
     model = None if codebook is None else _fisher_codebook(codebook)

@@ -22,6 +22,8 @@ from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
 from .common import (
     check_shard_order,
     read_image_table,
+    read_result,
+    read_result_arrays,
     read_shard,
     signature_name,
     split_rows,
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 def fit_visual_vocabulary(sample, vocabulary, n_words, n_iter, nprobe, seed):
     """Fit the visual vocabulary (k-means, faiss) of the bag of visual words."""
-    model = bovw.fit_visual_vocabulary(np.load(sample), n_words, seed=seed, n_iter=n_iter, nprobe=nprobe)
+    model = bovw.fit_visual_vocabulary(read_result(sample), n_words, seed=seed, n_iter=n_iter, nprobe=nprobe)
     with atomic_output(vocabulary) as tmp:
         model.save(tmp)
 
@@ -72,9 +74,9 @@ def gather_bovw(images, shards, counts):
     """Stack the word-count shards into one (n_images, n_words) CSR ``.npz`` (scipy)."""
     parts, ids = [], []
     for path in shards:
-        with np.load(path) as npz:
-            parts.append(sp.csr_array((npz["data"], npz["indices"], npz["indptr"]), shape=tuple(npz["shape"])))
-            ids.append(npz["image_id"])
+        npz = read_result_arrays(path, ["data", "indices", "indptr", "shape", "image_id"])
+        parts.append(sp.csr_array((npz["data"], npz["indices"], npz["indptr"]), shape=tuple(npz["shape"])))
+        ids.append(npz["image_id"])
     check_shard_order(images, ids, "word-count", "encode_bovw_shard")
     with atomic_output(counts) as tmp:
         sp.save_npz(tmp, sp.csr_matrix(sp.vstack(parts, format="csr")))
@@ -82,7 +84,7 @@ def gather_bovw(images, shards, counts):
 
 def _bovw_splits(images, counts):
     """Word counts by split: ``{split: (counts CSR, groups, is_query)}``."""
-    return split_rows(images, sp.load_npz(counts).tocsr(), counts)
+    return split_rows(images, read_result(counts, sp.load_npz).tocsr(), counts)
 
 
 def _tfidf_splits(images, counts):

@@ -9,7 +9,7 @@ from ..codebooks import encode_image
 from ..descriptors import image_descriptors_with
 from ..encoding import power_l2_normalise
 from ..index import load_codebook
-from .common import check_shard_order, read_shard, signature_name
+from .common import check_shard_order, read_result_arrays, read_shard, signature_name
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +43,9 @@ def gather_signatures(images, shards, signatures, name):
     """
     parts, ids = [], []
     for path in shards:
-        with np.load(path) as npz:
-            parts.append(npz[name])
-            ids.append(npz["image_id"])
+        arrays = read_result_arrays(path, [name, "image_id"])
+        parts.append(arrays[name])
+        ids.append(arrays["image_id"])
     check_shard_order(images, ids, "signature", "encode_shard")
     with atomic_output(signatures) as tmp:
         np.save(tmp, np.concatenate(parts))
