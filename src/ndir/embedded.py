@@ -48,8 +48,8 @@ WINDOW_MARGIN = 2
 #: Longer side of the views in pixels when none is given: the default run's
 #: (``embedded.view_size`` of config.yaml, and ``ndir build-embedded --size``).
 DEFAULT_VIEW_SIZE = 320
+#: Smallest longer side of a view in pixels (``embedded.view_size``, ``--size``).
 MIN_VIEW_SIZE = 64
-"""Smallest longer side of a view, in pixels."""
 
 
 def build_embedded_dataset(out_dir, n_groups, seed, view_size=DEFAULT_VIEW_SIZE, allow_overlap=False):

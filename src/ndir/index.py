@@ -439,9 +439,10 @@ class NearDuplicateIndex:
             )
         groups = None
         if "group" in table.columns:
-            groups = [None if pd.isna(g) else g for g in table["group"]]
-            if meta.get("groups") != "folders":
-                groups = [None if g is None else int(g) for g in groups]
+            named = meta.get("groups") == "folders"
+            groups = [
+                None if pd.isna(g) else g if named else int(g) for g in table["group"]
+            ]
         return cls(
             index,
             table["path"].tolist(),
