@@ -89,7 +89,7 @@ def test_latency_reports_the_batch_and_the_difference_of_its_products(
     """What projection_latency returns besides times (measured, not checked): every
     key, the rows of the batch and the largest difference between the dense and the
     sparse batch products, within float32 rounding of a float64 product on a batch
-    short enough to go straight through U^T and on one in tiles of X. With a sparse
+    of one block of rows and on one of two. With a sparse
     product made wrong by 0.25 at one entry, 0.25 is reported."""
     components = column_sparse(300, 8, 10, seed=3)
     X = np.random.default_rng(4).standard_normal((n_rows, 300)).astype(np.float32)

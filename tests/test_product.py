@@ -5,18 +5,17 @@ import pytest
 import scipy.sparse as sp
 
 from ndir.projection import SparseRankProjector, product
-from ndir.projection.product import BLOCK_ROWS, DIRECT_ROWS_MAX, TransposedBlocks, sparse_batch_product
+from ndir.projection.product import BLOCK_ROWS, TransposedBlocks, float64_product, sparse_batch_product
 
-ROW_COUNTS = [1, DIRECT_ROWS_MAX, DIRECT_ROWS_MAX + 1, BLOCK_ROWS, 2 * BLOCK_ROWS + 11]
+ROW_COUNTS = [1, 16, 17, BLOCK_ROWS, 2 * BLOCK_ROWS + 11]
 
 
 @pytest.mark.parametrize("n_rows", ROW_COUNTS)
 @pytest.mark.parametrize("n_jobs", [1, 2, 5])
 @pytest.mark.parametrize("layout", ["csc", "csr", "coo"])
 def test_sparse_product_equals_dense(n_rows, n_jobs, layout, monkeypatch):
-    """Every path (straight through U^T, or tiles of X: several tiles of features, the
-    last narrower, and blocks of rows, the last shorter) gives X U, whatever
-    U's storage."""
+    """Tiles of X (several tiles of features, the last narrower, and blocks of rows, the
+    last shorter) give X U, whatever U's storage."""
     monkeypatch.setattr(product, "TILE_FEATURES", 128)
     rng = np.random.default_rng(n_rows)
     U = sp.random(300, 7, density=0.05, random_state=n_jobs, format=layout, dtype=np.float32)
@@ -26,7 +25,7 @@ def test_sparse_product_equals_dense(n_rows, n_jobs, layout, monkeypatch):
     np.testing.assert_allclose(Y, X @ U.toarray(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("n_rows", [DIRECT_ROWS_MAX, 3 * BLOCK_ROWS + 1])
+@pytest.mark.parametrize("n_rows", [16, 3 * BLOCK_ROWS + 1])
 def test_paper_size_product_equals_dense(n_rows):
     """At the paper's width (D = 81,920, R = 256, M = 819: ten tiles of features), equal
     to the float64 product within float32 rounding of sums of ~800 terms."""
@@ -51,7 +50,7 @@ def test_paper_size_product_equals_dense(n_rows):
 def test_transposed_blocks_give_the_array_product_to_the_last_bit(n_rows, n_jobs, monkeypatch):
     """Signatures laid out once (tiles of features, the last narrower; blocks of rows,
     the last shorter) give exactly the bits of the plain array's product, for every
-    U they are multiplied by, and are made only when the sparse tiles need them."""
+    U they are multiplied by."""
     monkeypatch.setattr(product, "TILE_FEATURES", 128)
     rng = np.random.default_rng(n_rows)
     X = rng.standard_normal((n_rows, 300)).astype(np.float32)
@@ -59,9 +58,34 @@ def test_transposed_blocks_give_the_array_product_to_the_last_bit(n_rows, n_jobs
     for seed in range(3):
         U = sp.random(300, 7, density=0.05, random_state=seed, format="csc", dtype=np.float32)
         assert np.array_equal(sparse_batch_product(U, blocked, n_jobs), sparse_batch_product(U, X, n_jobs))
-    assert (blocked._blocks is None) == (n_rows <= DIRECT_ROWS_MAX)
-    if blocked._blocks is not None:
-        assert np.array_equal(np.hstack(blocked.blocks()), X.T)
+    assert np.array_equal(np.hstack(blocked.blocks()), X.T)
+
+
+@pytest.mark.parametrize("layout", ["csc", "csr"])
+def test_a_row_has_the_same_bits_in_any_batch(layout, monkeypatch):
+    """Both products give a row the same bits alone, among other rows (before or after
+    it, in other blocks and threads) and in reverse order: its sums do not depend on
+    the batch. The float64 product stays within float32 rounding of the exact one."""
+    monkeypatch.setattr(product, "TILE_FEATURES", 128)
+    monkeypatch.setattr(product, "FLOAT64_BLOCK_BYTES", 8 * 300 * 5)
+    rng = np.random.default_rng(2)
+    U = sp.random(300, 7, density=0.1, random_state=3, format=layout, dtype=np.float32)
+    X = rng.standard_normal((2 * BLOCK_ROWS + 11, 300)).astype(np.float32)
+    mean = rng.standard_normal(300).astype(np.float32)
+    products = {
+        "sparse": lambda rows, n_jobs: sparse_batch_product(U, rows, n_jobs),
+        "float64": lambda rows, n_jobs: float64_product(rows, U.toarray(), mean=mean),
+    }
+    for multiply in products.values():
+        whole = multiply(X, 1)
+        assert whole.dtype == np.float32 and whole.shape == (len(X), 7)
+        for n_jobs in (1, 2):
+            assert np.array_equal(multiply(X[::-1], n_jobs), whole[::-1])
+            assert np.array_equal(multiply(X[5:], n_jobs), whole[5:])
+            for row in (0, BLOCK_ROWS + 3, len(X) - 1):
+                assert np.array_equal(multiply(X[row : row + 1], n_jobs)[0], whole[row])
+    exact = (X.astype(np.float64) - mean) @ U.toarray().astype(np.float64)
+    np.testing.assert_allclose(products["float64"](X, 1), exact, rtol=1e-6, atol=1e-6)
 
 
 def test_transposed_blocks_reject_non_finite_signatures():
@@ -72,8 +96,8 @@ def test_transposed_blocks_reject_non_finite_signatures():
 
 
 def test_transform_takes_either_path_with_the_same_result():
-    """At tau = 0.99 every batch goes through the sparse U, at tau = 0.5 a large
-    batch through dense BLAS: both give X U."""
+    """At tau = 0.99 every batch goes through the sparse U, at tau = 0.5 through dense
+    BLAS in float64: both give X U."""
     rng = np.random.default_rng(0)
     groups = np.repeat(np.arange(20), 3)
     X = rng.standard_normal((groups.size, 400)).astype(np.float32)

@@ -21,6 +21,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..encoding import l2_normalise_rows
+from .product import float64_product
 
 # Columns of signatures multiplied at a time when forming the Gram matrix: each block's
 # float32 product is added to the float64 Gram matrix.
@@ -122,10 +123,13 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         (n, R) float32 array
             ``(X - mean_) @ components_`` (divided by ``sqrt(explained_variance_)``
             when whitening), each row scaled to unit L2 norm; all-zero rows stay zero.
+            Summed in float64 (:func:`ndir.projection.product.float64_product`), so a
+            row's result does not depend on the other rows of the batch, as float32
+            BLAS's did with the OpenBLAS kernel of the CPU.
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float32, reset=False)
-        Y = (X - self.mean_) @ self.components_
+        Y = float64_product(X, self.components_, mean=self.mean_)
         if self.whiten:
             Y /= np.sqrt(self.explained_variance_).astype(np.float32)
         return l2_normalise_rows(Y)

@@ -14,9 +14,17 @@ batch (245 MB at n = 745, D = 81,920) slower than the product itself. Hence:
   ``Y_block^T += U_tile^T X_tile^T`` walks the tile once, in order, each stored entry
   of U adding one contiguous row of the tile to a (R, rows) accumulator that stays in
   L2. Blocks are spread over threads; scipy's kernel releases the GIL.
-* Up to :data:`DIRECT_ROWS_MAX` signatures go straight through U^T in the format given
-  (CSR of U^T for ``SparseRankProjector.components_``): converting U to CSR by feature
-  would cost more than their product.
+
+Every batch, even of one signature, takes these tiles, so each signature's projection
+is a fixed sequence of float32 operations set by U and :data:`TILE_FEATURES` alone:
+scipy's kernel adds the features of a tile in order, one row of the tile at a time, and
+the tiles' partial sums are added in order. The result for a signature is therefore the
+same to the last bit whatever the other signatures of the batch, their number, their
+order and the threads. (Up to ab1a440, up to 16 signatures went straight through U^T,
+a single sum over all features that rounds otherwise; that path is gone: it saved the
+conversion of U, 1.3 ms at tau = 0.99 and 22 ms at tau = 0.9.) Projectors too dense
+for this product go through :func:`float64_product`, which gives the same guarantee up
+to ties of rounding.
 
 Measured on this 2-core machine (AMD EPYC, 512 KiB L2 per core) at D = 81,920, R = 256,
 tau = 0.99 (M = 819, scipy.sparse.random U given CSC), one thread, min of 5 runs while
@@ -50,8 +58,8 @@ import scipy.sparse as sp
 BLOCK_ROWS = 64
 #: Features per tile: the transposed tile of a block is 2 MiB (8,192 x 64 float32).
 TILE_FEATURES = 8192
-#: Up to this many signatures skip the conversion of U to CSR by feature.
-DIRECT_ROWS_MAX = 16
+#: Bytes of one block of float64 signatures in :func:`float64_product`.
+FLOAT64_BLOCK_BYTES = 1 << 25
 
 
 class TransposedBlocks:
@@ -106,8 +114,7 @@ def sparse_batch_product(components, X, n_jobs=1):
 
     Parameters
     ----------
-    components : (D, R) scipy sparse matrix, U (any format; converted to CSR float32
-        for more than :data:`DIRECT_ROWS_MAX` signatures).
+    components : (D, R) scipy sparse matrix, U (any format; converted to CSR float32).
     X : (n, D) float32 array, one signature per row, or :class:`TransposedBlocks`
         of one (whose tiles need no transposition).
     n_jobs : int >= 1, threads; each takes a contiguous share of the blocks.
@@ -115,13 +122,11 @@ def sparse_batch_product(components, X, n_jobs=1):
     Returns
     -------
     (n, R) float32 array, equal to the dense ``X @ U`` up to float32 rounding (the sums
-    run in another order).
+    run in another order); each row's bits depend on that row of X and on U only.
     """
     blocked = X if isinstance(X, TransposedBlocks) else None
     X = blocked.X if blocked else np.asarray(X, dtype=np.float32)
     n_rows, n_features = X.shape
-    if n_rows <= DIRECT_ROWS_MAX:
-        return np.asarray((components.T @ X.T).T, dtype=np.float32, order="C")
     blocks_t = blocked.blocks() if blocked else None
     U = sp.csr_array(components, dtype=np.float32)
     n_components = U.shape[1]
@@ -160,4 +165,39 @@ def sparse_batch_product(components, X, n_jobs=1):
     bounds = np.minimum(np.linspace(0, n_blocks, n_jobs + 1).astype(int) * BLOCK_ROWS, n_rows)
     with ThreadPoolExecutor(n_jobs) as pool:
         list(pool.map(project, bounds[:-1], bounds[1:]))
+    return Y
+
+
+def float64_product(X, U, mean=None):
+    """``(X - mean) U`` summed in float64 and rounded to float32, block of rows by block.
+
+    Dense BLAS (``sgemm``) splits and orders its float32 sums by the shape of the batch
+    and by the kernel OpenBLAS picks for the CPU (Haswell, SkylakeX...), so a row's
+    projection changed in its last bits with its batch-mates. Here the products of
+    float32 values are exact in float64 and the float64 sums differ between orders by
+    about 1e-16 relative: rounded to float32, a row's result no longer depends on the
+    batch except for a value that falls within that distance of a float32 rounding
+    tie. Twice the time of the float32 product.
+
+    Parameters
+    ----------
+    X : (n, D) float32 array, one signature per row.
+    U : (D, R) array, dense projectors (converted to float64 once: 8 D R bytes).
+    mean : (D,) array or None, subtracted from each row first (in float64).
+
+    Returns
+    -------
+    (n, R) float32 array; rows are taken :data:`FLOAT64_BLOCK_BYTES` of float64 at a
+    time, so X is never copied whole.
+    """
+    X = np.asarray(X, dtype=np.float32)
+    U = np.asarray(U, dtype=np.float64)
+    n_rows, n_features = X.shape
+    Y = np.empty((n_rows, U.shape[1]), dtype=np.float32)
+    step = max(1, FLOAT64_BLOCK_BYTES // (8 * max(n_features, 1)))
+    for first in range(0, n_rows, step):
+        block = X[first : first + step].astype(np.float64)
+        if mean is not None:
+            block -= mean
+        Y[first : first + step] = block @ U
     return Y

@@ -75,7 +75,7 @@ from ..encoding import l2_normalise_rows
 from ._descent import SPARSE_DENSITY_MAX, Descent
 from ._ranking import RankingProblem, check_queries, select_queries
 from .pca import PCAProjection
-from .product import TransposedBlocks, sparse_batch_product
+from .product import TransposedBlocks, float64_product, sparse_batch_product
 
 logger = logging.getLogger(__name__)
 
@@ -83,20 +83,13 @@ logger = logging.getLogger(__name__)
 LINE_SEARCHES = ("projected", "dense")
 
 # transform() goes through the sparse U (ndir.projection.product) for any batch when at
-# most this share of U is non-zero: measured on 1 thread at D = 81,920, R = 256 against
-# dense BLAS (machine shared with other jobs), the tiled sparse product is 3.0-4.2x at
-# 1 % non-zeros (17 to 1,491 rows), 1.0-2.2x at 4 % (17 to 745 rows); at 5 % 0.8-1.3x
-# for 17 to 128 rows (converting U to CSR by feature costs more there) and 1.9x for
-# 745; 0.9-1.2x at 10 %. Since tiles are transposed by OpenCV (2.4x faster), on 1 thread
-# beside other jobs (17 / 64 / 325 / 745 / 1,491 rows): 1.0 / 1.4 / 2.5 / 2.6 / 3.0x at 4 %,
-# 0.7 / 1.1 / 1.5 / 2.4 / 2.0x at 5 %, 0.5 / 0.7 / 1.1 / 1.1 / 1.5x at 10 %, below 1 at 20 %.
-# The rule stays at 4 %: the gain above it is small and mixed, and moving the τ = 0.9
-# projectors' evaluations to the sparse path would change their float32 sums.
-_BATCH_DENSITY_MAX = 0.04
-# ... and for at most this many rows up to SPARSE_DENSITY_MAX, which product.py sends
-# straight through U^T: at 10 % non-zeros 1 to 16 rows take 0.55-1.0x the time of
-# dense BLAS, which reads the whole matrix whatever the rows (at 1 %: 0.1-0.3x).
-_SPARSE_ROWS_MAX = 16
+# most SPARSE_DENSITY_MAX of U is non-zero, through float64 BLAS otherwise: the path, and
+# so each row's bits, must not depend on the batch (a row's projection does not change
+# with its batch-mates). Measured on 1 thread at D = 81,920, R = 256 against float32
+# dense BLAS, beside other light jobs (17 / 64 / 325 / 745 / 1,491 rows): the tiled
+# sparse product is 1.0 / 1.4 / 2.5 / 2.6 / 3.0x at 4 % non-zeros, 0.5 / 0.7 / 1.1 /
+# 1.1 / 1.5x at 10 %, below 1 at 20 %; float64 BLAS takes about twice float32's time, so
+# the sparse product is the faster of the two batch-independent ones up to 12 %.
 
 
 class SparseRankProjector(TransformerMixin, BaseEstimator):
@@ -327,13 +320,17 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X):
-        """Project signatures: ``Y = X U`` (Eq. 3).
+        """Project signatures: ``Y = X U`` (Eq. 3), each row independently of the others.
 
         Through the sparse U (nnz multiply-adds per row,
         :func:`ndir.projection.product.sparse_batch_product` on ``n_jobs`` threads)
-        when at most 4 % of U is non-zero (about 4x dense BLAS at 1 %), or for up to
-        16 rows when U is sparse enough for them to gain; otherwise through dense
-        BLAS, faster there.
+        when at most 12 % of U is non-zero (about 4x float32 dense BLAS at 1 %),
+        otherwise through dense BLAS summed in float64
+        (:func:`ndir.projection.product.float64_product`). Either way a row's result
+        does not depend on the other rows of the batch, their number or order, nor on
+        the threads (scikit-learn's ``check_methods_sample_order_invariance`` and
+        ``check_methods_subset_invariance``): float32 BLAS did, with the OpenBLAS kernel
+        of the CPU.
 
         Parameters
         ----------
@@ -357,11 +354,10 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
                 )
         else:
             X = signatures = validate_data(self, X, dtype=np.float32, reset=False)
-        density = self.n_nonzero_ / X.shape[1]
-        if density <= _BATCH_DENSITY_MAX or (X.shape[0] <= _SPARSE_ROWS_MAX and density <= SPARSE_DENSITY_MAX):
+        if self.n_nonzero_ / X.shape[1] <= SPARSE_DENSITY_MAX:
             Y = sparse_batch_product(self.components_, X, self._n_threads())
         else:
-            Y = signatures @ self.components_.toarray()
+            Y = float64_product(signatures, self.components_.astype(np.float64).toarray())
         if self.normalize:
             Y = l2_normalise_rows(Y)
         return Y
