@@ -1,9 +1,28 @@
-"""ndir.provenance: the per-rule summary of Snakemake benchmark files, hand-worked."""
+"""ndir.provenance: the per-rule summary of Snakemake benchmark files, hand-worked; the
+hardware against independent readings of /proc/cpuinfo, threadpoolctl and faiss."""
 
+import json
+import platform
+import re
+from pathlib import Path
+
+import faiss
+import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
-from ndir.provenance import job_benchmarks, summarise_benchmarks
+from ndir.provenance import (
+    blas_info,
+    cpu_info,
+    faiss_simd,
+    hardware,
+    hardware_table,
+    job_benchmarks,
+    run_info,
+    summarise_benchmarks,
+)
+from ndir.stages.report import write_run_info
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
@@ -90,3 +109,116 @@ def test_summarise_benchmarks_rounds_to_one_decimal_and_shares_sum_to_100():
     # Total 3.0 s: a 1.04 / 3 = 34.67 %, b 0.96 / 3 = 32.0 %, c 1.0 / 3 = 33.33 %.
     assert summary["share_%"].to_dict() == {"a": 34.7, "c": 33.3, "b": 32.0}
     assert abs(summary["share_%"].sum() - 100.0) <= 0.05 * len(summary)
+
+
+ARM_CPUINFO = """processor\t: 0
+BogoMIPS\t: 50.00
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm sve sve2 smep
+CPU implementer\t: 0x41
+CPU part\t: 0xd40
+
+processor\t: 1
+Features\t: fp
+"""
+
+
+def test_cpu_info_reads_arm_features_and_skips_the_second_processor(tmp_path):
+    """On ARM: the model from implementer and part, the vector extensions among the
+    ``Features`` of the first processor only (asimd*, sve*; not fp, aes, smep)."""
+    path = tmp_path / "cpuinfo"
+    path.write_text(ARM_CPUINFO)
+    cpu = cpu_info(path)
+    assert cpu["model"] == "implementer 0x41 part 0xd40"
+    assert cpu["vector_extensions"] == ["asimd", "asimdhp", "asimdrdm", "sve", "sve2"]
+    assert cpu["machine"] == platform.machine()
+
+
+def test_cpu_info_without_cpuinfo_names_what_platform_knows(tmp_path):
+    """Where there is no /proc/cpuinfo (macOS, Windows): the model from
+    ``platform.processor()`` (None if empty) and the extensions not read (None)."""
+    cpu = cpu_info(tmp_path / "absent")
+    assert cpu["model"] == (platform.processor() or None)
+    assert cpu["vector_extensions"] is None
+    assert cpu["logical_cpus"] >= cpu["available_cpus"] >= 1
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="no /proc/cpuinfo")
+def test_cpu_info_matches_proc_cpuinfo():
+    """The model name and every vector flag of this machine's first processor, parsed
+    here with a regular expression."""
+    text = Path("/proc/cpuinfo").read_text()
+    cpu = cpu_info()
+    model = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
+    if model:
+        assert cpu["model"] == model.group(1).strip()
+    flags = set(re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.M).group(1).split())
+    vector = {f for f in flags if re.match(r"(sse|ssse3|avx|fma|f16c|amx|neon|asimd|sve)", f)}
+    assert vector <= set(cpu["vector_extensions"]) <= flags
+    assert "smep" not in cpu["vector_extensions"]
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert {"sse", "sse2"} <= set(cpu["vector_extensions"])
+
+
+def test_blas_info_is_what_threadpoolctl_reports():
+    """One entry per BLAS of threadpoolctl (NumPy's and SciPy's at least), with its
+    API, version, kernel and the threads of the current limit."""
+    libraries = blas_info()
+    expected = sorted(
+        (pool["internal_api"], pool["version"], pool.get("architecture"), Path(pool["filepath"]).name)
+        for pool in threadpool_info()
+        if pool["user_api"] == "blas"
+    )
+    found = sorted(
+        (lib["internal_api"], lib["version"], lib["architecture"], lib["library"].split("/")[1]) for lib in libraries
+    )
+    assert found == expected and len(libraries) >= 1
+    assert any(lib["library"].startswith("numpy") for lib in libraries)
+    assert all(lib["version"] for lib in libraries)
+    openblas = [lib for lib in libraries if lib["internal_api"] == "openblas"]
+    assert all(lib["architecture"] for lib in openblas)  # the kernel, e.g. Haswell
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert {lib["num_threads"] for lib in blas_info()} == {1}
+
+
+def test_faiss_simd_is_what_faiss_reports():
+    simd = faiss_simd()
+    assert simd["compile_options"] == faiss.get_compile_options().strip()
+    if hasattr(faiss, "SIMDConfig"):
+        assert simd["level"] == faiss.SIMDConfig.get_level_name() and simd["level"]
+    else:
+        assert simd["level"] is None
+
+
+def test_hardware_records_kernel_variables_and_fills_the_table(monkeypatch):
+    """Set kernel variables are recorded, unset ones are not; the report's table has
+    the CPU, every field of every BLAS library and faiss's level."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.delenv("FAISS_OPT_LEVEL", raising=False)
+    info = hardware()
+    assert info["environment"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert "FAISS_OPT_LEVEL" not in info["environment"]
+    table = hardware_table(info).set_index("item")["value"]
+    assert table["CPU model"] == info["cpu"]["model"]
+    assert table["faiss SIMD level"] == info["faiss"]["level"]
+    assert table["environment OPENBLAS_CORETYPE"] == "Haswell"
+    for library in info["blas"]:
+        assert table[f"BLAS {library['library']} architecture"] == library["architecture"]
+        assert table[f"BLAS {library['library']} num_threads"] == library["num_threads"]
+
+
+def test_write_run_info_writes_the_hardware_to_json_and_html(tmp_path, benchmarks):
+    """run_info.json holds the hardware beside the versions; hardware.html the same
+    CPU model, kernels and faiss level."""
+    data_report = tmp_path / "report.json"
+    data_report.write_text(json.dumps({"n_groups": 3}))
+    config = {"seed": 7}
+    paths = {"run_info": tmp_path / "results/run_info.json", "hardware": tmp_path / "results/hardware.html"}
+    write_run_info(data_report, [], config=config, benchmarks=benchmarks, repo=tmp_path, **paths)
+    info = json.loads(paths["run_info"].read_text())
+    assert info["hardware"] == json.loads(json.dumps(hardware()))
+    assert info["packages"]["numpy"] == np.__version__ and info["seed"] == 7
+    html = paths["hardware"].read_text()
+    assert str(info["hardware"]["cpu"]["model"]) in html and info["hardware"]["faiss"]["compile_options"] in html
+    for library in info["hardware"]["blas"]:
+        assert library["library"] in html and str(library["architecture"]) in html
+    assert set(run_info(config, {}, benchmarks, tmp_path)) == set(info)

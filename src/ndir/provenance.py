@@ -1,18 +1,24 @@
-"""What a run was made of: package versions, config, commit, data and time per rule.
+"""What a run was made of: package versions, hardware, config, commit, data and time per rule.
 
 :func:`run_info` gathers it into one JSON-serialisable dict
-(``results/run_info.json``); :func:`job_benchmarks` and :func:`summarise_benchmarks`
-read the ``benchmark:`` files Snakemake writes for every job.
+(``results/run_info.json``); :func:`hardware` names the CPU, its vector extensions,
+the BLAS libraries and their kernels and faiss's SIMD level, which decide the last
+bits of the float32 sums (docs/method.md, "Reproducibility");
+:func:`job_benchmarks` and :func:`summarise_benchmarks` read the ``benchmark:`` files
+Snakemake writes for every job.
 """
 
+import os
 import platform
+import re
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
+from threadpoolctl import threadpool_info
 
-from . import __version__
+from . import __version__, available_cpus
 
 #: Distributions whose versions decide the numbers in the tables.
 PACKAGES = (
@@ -25,6 +31,15 @@ PACKAGES = (
     "matplotlib",
     "snakemake",
 )
+
+
+#: CPU flags (``flags`` on x86, ``Features`` on ARM in /proc/cpuinfo) that name vector
+#: extensions, matched at the flag's start: SSE, AVX, AVX-512, FMA, F16C, AMX; NEON/ASIMD,
+#: SVE, SME (not x86's ``smep``, a protection bit).
+VECTOR_FLAG = re.compile(r"sse|ssse3|avx|fma|f16c|amx|neon|asimd|sve|sme(?!p$)")
+
+#: Environment variables that choose a BLAS kernel, SIMD level or thread count.
+KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FAISS_OPT_LEVEL")
 
 
 def package_versions(names=PACKAGES):
@@ -51,6 +66,135 @@ def git_commit(repo):
     except (OSError, subprocess.CalledProcessError):
         return None
     return commit + ("+dirty" if dirty else "")
+
+
+def read_cpuinfo(path="/proc/cpuinfo"):
+    """The first processor's fields of a Linux ``/proc/cpuinfo``, {name: value}; {} where
+    the file does not exist (macOS, Windows) or cannot be read."""
+    fields = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if not line.strip():
+                    if fields:
+                        break
+                    continue
+                name, _, value = line.partition(":")
+                fields.setdefault(name.strip(), value.strip())
+    except OSError:
+        return {}
+    return fields
+
+
+def cpu_info(cpuinfo="/proc/cpuinfo"):
+    """The CPU: model, architecture, CPUs and vector extensions.
+
+    Returns
+    -------
+    dict
+        ``model`` (cpuinfo's ``model name``, or on ARM its ``CPU implementer`` and
+        ``CPU part``; else ``platform.processor()``; None when nothing names it),
+        ``machine`` (``platform.machine()``, e.g. x86_64, aarch64, arm64),
+        ``logical_cpus`` (``os.cpu_count()``), ``available_cpus`` (those this process
+        may run on) and ``vector_extensions``: the sorted CPU flags of
+        :data:`VECTOR_FLAG`, or None where there is no cpuinfo to read them
+        from.
+    """
+    fields = read_cpuinfo(cpuinfo)
+    model = fields.get("model name")
+    if model is None and "CPU part" in fields:
+        model = f"implementer {fields.get('CPU implementer')} part {fields['CPU part']}"
+    flags = fields.get("flags", fields.get("Features"))
+    return {
+        "model": model or platform.processor() or None,
+        "machine": platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "available_cpus": available_cpus(),
+        "vector_extensions": (
+            None if flags is None else sorted(f for f in set(flags.split()) if VECTOR_FLAG.match(f))
+        ),
+    }
+
+
+def blas_info():
+    """Every BLAS library loaded in this process (NumPy's, SciPy's, faiss's...), as
+    threadpoolctl reports it once numpy, scipy.linalg and faiss are imported.
+
+    Returns
+    -------
+    list of dict, sorted by ``library``
+        ``library`` (the shared object's folder and file name, e.g.
+        ``numpy.libs/libscipy_openblas64_-....so``, which says whose it is),
+        ``internal_api`` (openblas, mkl, blis...), ``version``, ``architecture`` (the
+        kernel OpenBLAS picked for this CPU, e.g. Haswell, SkylakeX; None for other
+        libraries), ``threading_layer`` and ``num_threads`` (threads of this process:
+        the job that writes run_info, not those of the other rules).
+    """
+    import faiss  # noqa: F401 (loaded so that its BLAS is listed)
+    import numpy  # noqa: F401
+    import scipy.linalg  # noqa: F401
+
+    libraries = []
+    for pool in threadpool_info():
+        if pool["user_api"] != "blas":
+            continue
+        path = Path(pool["filepath"])
+        libraries.append(
+            {
+                "library": f"{path.parent.name}/{path.name}",
+                "internal_api": pool["internal_api"],
+                "version": pool["version"],
+                "architecture": pool.get("architecture"),
+                "threading_layer": pool.get("threading_layer"),
+                "num_threads": pool["num_threads"],
+            }
+        )
+    return sorted(libraries, key=lambda library: library["library"])
+
+
+def faiss_simd():
+    """faiss's SIMD: ``level`` (the level its kernels dispatch to on this CPU, e.g.
+    AVX2, AVX512; None before faiss 1.13, whose builds had no run-time dispatch) and
+    ``compile_options`` (``faiss.get_compile_options()``, e.g. "OPTIMIZE DD AVX2 AVX512":
+    the levels built in, or the one variant loaded)."""
+    import faiss
+
+    config = getattr(faiss, "SIMDConfig", None)
+    return {
+        "level": config.get_level_name() if config is not None else None,
+        "compile_options": faiss.get_compile_options().strip(),
+    }
+
+
+def hardware():
+    """What decides the last bits of the float32 sums besides the code: ``cpu``
+    (:func:`cpu_info`), ``blas`` (:func:`blas_info`), ``faiss`` (:func:`faiss_simd`)
+    and ``environment`` (the :data:`KERNEL_VARIABLES` that are set)."""
+    return {
+        "cpu": cpu_info(),
+        "blas": blas_info(),
+        "faiss": faiss_simd(),
+        "environment": {name: os.environ[name] for name in KERNEL_VARIABLES if name in os.environ},
+    }
+
+
+def hardware_table(info):
+    """:func:`hardware`'s dict as a two-column table (``item``, ``value``), one row per
+    CPU field, BLAS library field (item ``BLAS <library> <field>``), faiss field and
+    set environment variable, for the HTML report."""
+    cpu = info["cpu"]
+    extensions = cpu["vector_extensions"]
+    rows = [
+        ("CPU model", cpu["model"]),
+        ("CPU architecture", cpu["machine"]),
+        ("logical CPUs (available to the run)", f"{cpu['logical_cpus']} ({cpu['available_cpus']})"),
+        ("vector extensions", "not read (no /proc/cpuinfo)" if extensions is None else " ".join(extensions)),
+    ]
+    for library in info["blas"]:
+        rows += [(f"BLAS {library['library']} {name}", library[name]) for name in library if name != "library"]
+    rows += [("faiss SIMD level", info["faiss"]["level"]), ("faiss compile options", info["faiss"]["compile_options"])]
+    rows += [(f"environment {name}", value) for name, value in info["environment"].items()]
+    return pd.DataFrame(rows, columns=["item", "value"])
 
 
 def job_benchmarks(folder):
@@ -106,6 +250,7 @@ def run_info(config, data_summary, benchmarks, repo):
         "ndir_version": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "hardware": hardware(),
         "packages": package_versions(),
         "git_commit": git_commit(repo),
         "seed": config["seed"],

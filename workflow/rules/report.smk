@@ -37,7 +37,18 @@ rule write_run_info:
         + seeds_outputs()
         + ["results/figures/retrievals.png", "results/figures/retrievals.pdf"],
     output:
-        run_info="results/run_info.json",
+        run_info=report(
+            "results/run_info.json",
+            caption="../report/run_info.rst",
+            category="Provenance",
+            labels={"file": "run_info.json"},
+        ),
+        hardware=report(
+            "results/hardware.html",
+            caption="../report/hardware.rst",
+            category="Provenance",
+            labels={"file": "hardware"},
+        ),
     log:
         "logs/write_run_info.log",
     # Its own time is not in the run's summary, which it writes from the others'.

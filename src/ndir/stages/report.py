@@ -3,28 +3,44 @@ provenance, written last."""
 
 import json
 import logging
+from pathlib import Path
 
 import numpy as np
 
+from ..atomic import atomic_output
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import misses_near_duplicates, top_k
 from ..projection import PCAProjection, load_projector
+from ..provenance import hardware_table
 from ..provenance import run_info as gather_run_info
 from .common import read_image_table, signature_name, split_signatures, write_json
 
 logger = logging.getLogger(__name__)
 
+#: ``results/hardware.html``: the table of :func:`ndir.provenance.hardware_table`.
+HARDWARE_PAGE = """<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Hardware of the run</title></head>
+<body>
+{table}
+</body></html>
+"""
 
-def write_run_info(data_report, outputs, run_info, config, benchmarks, repo):
-    """Write ``results/run_info.json`` once every table and figure exists.
+
+def write_run_info(data_report, outputs, run_info, hardware, config, benchmarks, repo):
+    """Write ``results/run_info.json`` once every table and figure exists, and its
+    ``hardware`` part as an HTML table (``results/hardware.html``, in the HTML report).
 
     ``outputs`` (the final tables and figures) are inputs only so that this runs
     last, when every job's benchmark file is there to be summarised.
     """
     with open(data_report) as f:
         summary = json.load(f)
-    write_json(gather_run_info(config, summary, benchmarks, repo), run_info)
+    info = gather_run_info(config, summary, benchmarks, repo)
+    write_json(info, run_info)
+    table = hardware_table(info["hardware"]).to_html(index=False, na_rep="unknown", border=0)
+    with atomic_output(hardware) as tmp:
+        Path(tmp).write_text(HARDWARE_PAGE.format(table=table))
 
 
 # --------------------------------------------------------------------------- retrievals
