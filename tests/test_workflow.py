@@ -134,6 +134,10 @@ def test_sparse_outputs_and_run_info(tiny_run):
     info = json.loads((tiny_run / "results/run_info.json").read_text())
     assert info["seed"] == 7 and info["config"]["signatures"]["codebook_sizes"] == [4, 8]
     assert info["packages"]["numpy"] and info["data"]["n_groups"] == 40
+    hardware = info["hardware"]
+    assert hardware["cpu"]["machine"] and hardware["faiss"]["compile_options"]
+    assert any(library["library"].startswith("numpy") for library in hardware["blas"])
+    assert hardware["cpu"]["model"] in (tiny_run / "results/hardware.html").read_text()
     assert {"encode_shard", "train_sparse_projector", "table1"} <= {r["rule"] for r in info["rules"]}
 
 
@@ -153,6 +157,8 @@ def test_html_report_holds_tables_and_figures(tiny_run):
         "fig2.png",
         "fig4.png",
         "seeds_comparison.png",
+        "run_info.json",
+        "hardware.html",
     ):
         assert item in html
 
