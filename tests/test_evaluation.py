@@ -260,3 +260,12 @@ def test_bootstrap_interval_at_other_levels_hand_worked():
     assert high == pytest.approx(reference.confidence_interval.high, abs=0.005)
     wide_low, wide_high = bootstrap_interval(ap, level=0.95, n_resamples=20000)
     assert wide_low < low < ap.mean() < high < wide_high
+
+
+def test_holidays_map_ranks_scores_that_float32_sums_would_tie():
+    # q.p = 1 + 2^-30 beats q.n = 1, but a float32 sum rounds it to 1, a tie that
+    # ranks the negative first (AP 1/2): the scores are summed in float64 (AP 1).
+    X = np.array([[1.0, 1.0], [1.0, 2.0**-30], [1.0, 0.0]], dtype=np.float32)
+    groups = np.array([0, 0, 1])
+    is_query = np.array([True, False, False])
+    assert holidays_map(X, groups, is_query) == 1.0

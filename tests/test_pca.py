@@ -5,7 +5,7 @@ import pytest
 from sklearn.decomposition import PCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from ndir.projection import PCAProjection, pca
+from ndir.projection import PCAProjection, pca, product
 
 
 def low_rank_signatures(n_images, n_features, seed=0):
@@ -29,9 +29,10 @@ def align_signs(reference, other):
 def test_matches_sklearn_pca(n_images, n_features, chunk, monkeypatch):
     # (30, 500) goes through the Gram matrix, (60, 8) through the covariance with
     # n_components equal to the full rank D. With chunk = 7 the Gram matrix is summed
-    # over 72 blocks of columns (_CHUNK), which must not change the result.
+    # over 72 blocks of 7 features (and the axes over blocks of 7 rows of Xc^T), which
+    # must not change the result.
     if chunk is not None:
-        monkeypatch.setattr(pca, "_CHUNK", chunk)
+        monkeypatch.setattr(product, "FLOAT64_BLOCK_BYTES", 8 * n_images * chunk)
     X = low_rank_signatures(n_images, n_features)
     n_components = min(10, n_features)
     ours = PCAProjection(n_components).fit(X)
@@ -54,20 +55,31 @@ def test_matches_sklearn_pca(n_images, n_features, chunk, monkeypatch):
 
 
 def test_gram_matrix_summed_over_column_blocks_equals_one_block(monkeypatch):
-    """_gram_axes sums float32 products of blocks of _CHUNK columns in float64: with
-    blocks of 7 (and a last one of 3) of 500 columns, the eigenvalues and axes equal
-    the single-block ones (_CHUNK = 8192 > 500) to float32 rounding, and the Gram
-    matrix's eigenvalues those of the float64 X X^T."""
+    """_gram_axes sums float64 products of blocks of features: with blocks of 7 (and a
+    last one of 3) of 500 columns, the eigenvalues and axes equal the single-block ones
+    to float64 rounding, and the eigenvalues those of the float64 X X^T."""
     X = low_rank_signatures(30, 500, seed=4)
     Xc = X - X.mean(axis=0, dtype=np.float64).astype(np.float32)
     values_one, axes_one = pca._gram_axes(Xc, 10)
-    monkeypatch.setattr(pca, "_CHUNK", 7)
+    monkeypatch.setattr(product, "FLOAT64_BLOCK_BYTES", 8 * 30 * 7)
     values_blocks, axes_blocks = pca._gram_axes(Xc, 10)
-    np.testing.assert_allclose(values_blocks, values_one, rtol=1e-5)
-    np.testing.assert_allclose(align_signs(axes_one, axes_blocks), axes_one, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(values_blocks, values_one, rtol=1e-12)
+    np.testing.assert_allclose(align_signs(axes_one, axes_blocks), axes_one, rtol=0, atol=1e-6)
     X64 = Xc.astype(np.float64)
     exact = np.linalg.eigvalsh(X64 @ X64.T)[::-1][:10]
-    np.testing.assert_allclose(values_blocks, exact, rtol=1e-5)
+    np.testing.assert_allclose(values_blocks, exact, rtol=1e-12)
+
+
+def test_principal_axes_are_float64_sums_rounded_once():
+    """The axes Xc^T v / sqrt(lambda) are summed in float64 and rounded to float32 once
+    (float32 BLAS's last bits changed with the OpenBLAS kernel, and so did the starting
+    point of every sparse training)."""
+    X = low_rank_signatures(30, 500, seed=6)
+    Xc = X - X.mean(axis=0, dtype=np.float64).astype(np.float32)
+    _, axes = pca._gram_axes(Xc, 10)
+    eigenvalues, vectors = pca.top_eigenpairs(product.float64_inner(Xc), 10)
+    expected = Xc.T.astype(np.float64) @ (vectors / np.sqrt(eigenvalues))
+    np.testing.assert_array_equal(axes, expected.astype(np.float32))
 
 
 def test_whitening_matches_sklearn_pca():

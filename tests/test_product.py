@@ -122,3 +122,17 @@ def test_transpose_writes_into_the_buffer_or_raises():
     assert np.array_equal(out, X[1:4, 5:9].T)
     with pytest.raises(RuntimeError, match="did not write"):
         product._transpose(X[1:4, 5:9], np.empty((4, 3), dtype=np.float64))
+
+
+@pytest.mark.parametrize("block_bytes", [8 * 50 * 7, 1 << 25])
+def test_float64_inner_is_the_float64_product_in_any_blocks(block_bytes, monkeypatch):
+    # Sums of exact products in float64 (blocks of 7 features and one block alike).
+    monkeypatch.setattr(product, "FLOAT64_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((50, 300)).astype(np.float32)
+    B = rng.standard_normal((20, 300)).astype(np.float32)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    np.testing.assert_allclose(product.float64_inner(A, B), A64 @ B64.T, rtol=1e-13, atol=1e-12)
+    gram = product.float64_inner(A)
+    assert gram.dtype == np.float64
+    np.testing.assert_allclose(gram, A64 @ A64.T, rtol=1e-13, atol=1e-12)

@@ -928,3 +928,50 @@ def test_sparse_products_over_several_blocks_of_images(line_search, monkeypatch)
         single.XT_blocks = [np.ascontiguousarray(X.T)]
         np.testing.assert_allclose(single.product(kept, values), descent.product(kept, values), rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(single.sparse_rows_product(CT), descent.sparse_rows_product(CT), rtol=1e-6, atol=1e-7)
+
+
+def correctly_rounded_norms(UT):
+    """Each row of UT (float32) divided by its float64 norm, rounded to float32 once."""
+    UT64 = UT.astype(np.float64)
+    return (UT64 / np.sqrt(np.einsum("ij,ij->i", UT64, UT64))[:, None]).astype(np.float32)
+
+
+def test_l0_projection_renormalizes_by_the_float64_norm():
+    # float32's np.linalg.norm of a row is BLAS's snrm2, whose last bit changed with
+    # the OpenBLAS kernel (every kept value of the column with it): the kept values are
+    # the row over its float64 norm, rounded once.
+    UT = np.random.default_rng(11).standard_normal((40, 1000)).astype(np.float32)
+    _, values, _ = _descent._l0_project(UT.copy(), 1000, renormalize=True)
+    np.testing.assert_array_equal(values, correctly_rounded_norms(UT))
+
+
+def test_ranking_gram_matrix_is_summed_in_float64():
+    # The pivots and X G = K B come from the Gram matrix: exact float64 sums of the
+    # float32 signatures (to 1e-15), not float32 BLAS's (1e-7, and kernel-dependent).
+    X, groups, is_query = grouped(30, 3, 2000, noise=1.0, seed=12)
+    problem = _ranking.RankingProblem(X, groups, np.flatnonzero(is_query), 1e-2)
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(problem.gram, X64 @ X64.T, rtol=1e-14, atol=1e-15)
+
+
+def test_gradient_entries_are_float64_sums_rounded_once():
+    # G^T's entries, which decide what the l0 projection keeps, are the float64
+    # products of the float64 factors rounded to float32 once: the same bits whatever
+    # the BLAS kernel (float32 BLAS's were not).
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, groups, query_rows, U0, problem, selected = line_problem(20, 3000, 6, 13, range(8))
+    with ThreadPoolExecutor(1) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 30, True, "projected", pool, 1)
+        _, _, dF, Z, _, _ = _ranking.gradient(problem, descent.Y, selected)
+        left, right = descent.gradient_factors(query_rows[selected], dF, Z)
+        assert left.dtype == right.dtype == np.float64
+        inside, rows, columns, values = descent.gradient_entries(
+            left, right, np.zeros(6, dtype=np.float32)
+        )
+    # dF X: float64 sums of exact products, rounded to float32 once.
+    dF_X = (dF @ X.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(left[len(selected) :], dF_X)
+    GT = (right.T @ left).astype(np.float32)
+    np.testing.assert_array_equal(inside, np.take_along_axis(GT, descent.kept, axis=1))
+    np.testing.assert_array_equal(values, GT[rows, columns])

@@ -12,6 +12,7 @@ intervals of an mAP, and the top-k lists the retrievals figure draws are here to
 import numpy as np
 
 from .encoding import l2_normalise_rows
+from .projection.product import float64_inner
 
 
 def average_precision(positive_ranks, n_positives):
@@ -164,8 +165,10 @@ def holidays_map(X, groups, is_query, return_per_query=False):
     """Holidays mAP of signatures compared by dot product.
 
     Each query row is compared with every row of ``X`` by dot product (one matrix
-    product for all queries; for L2-normalised rows this is the cosine similarity
-    used in the paper) and scored by :func:`map_from_scores`.
+    product for all queries, summed in float64 by
+    :func:`ndir.projection.product.float64_inner`, so that near ties do not rank
+    otherwise with the BLAS kernel; for L2-normalised rows this is the cosine
+    similarity used in the paper) and scored by :func:`map_from_scores`.
 
     Parameters
     ----------
@@ -193,7 +196,7 @@ def holidays_map(X, groups, is_query, return_per_query=False):
             "must describe the same images, X being 2-D"
         )
     query_rows = np.flatnonzero(is_query)
-    scores = X[query_rows] @ X.T
+    scores = float64_inner(X[query_rows], X)
     return map_from_scores(scores, query_rows, groups, return_per_query)
 
 

@@ -20,6 +20,15 @@ search reads G at the supports and at the largest entries outside them, which
 :meth:`Descent.gradient_entries` takes from G^T formed ``_FEATURE_BLOCK`` features at
 a time (O(P D R), never stored whole).
 
+Kernel independence: the products whose bits used to change with the OpenBLAS kernel
+(Haswell against SkylakeX), the gradient's factors and G^T's entries, the norms of the
+l0 projection and the dense products of moved entries, are summed in float64 and
+rounded to float32 once; with the Gram matrix and the PCA start summed in float64 too,
+a training's steps are bit-identical across kernels but for a float64 sum that falls on
+a float32 rounding tie (``benchmarks/table2_spread.py`` measures what is left). The
+dense search's update (:meth:`Descent._update`) and dense ``X U`` stay float32 BLAS.
+About a quarter more time per step at D = 40,960, R = 256, tau = 0.9.
+
 Threads: BLAS runs single-threaded inside a step (``threadpoolctl``); the large
 products, the l0 projection and the sparse products are split into ``n_jobs`` blocks run
 on a thread pool (:meth:`Descent.blocks`).
@@ -32,6 +41,7 @@ from threadpoolctl import ThreadpoolController
 
 from ._line_search import GOLDEN, ProjectedLine, golden_section_search, line_objective
 from ._ranking import gradient
+from .product import float64_product
 
 # The projected search's objective is piecewise (entries switch in and out of the
 # support) and each trial costs a product with the moved entries: a coarser bracket.
@@ -202,19 +212,29 @@ class Descent:
         return mu, unprojected
 
     def gradient_factors(self, rows, dF, Z):
-        """G = left^T right (Eq. 14): left (2P, D) float32 = [X_S; dF X], right (2P, R)
-        float32, Fortran order, = [Z; Y_S]."""
-        left = np.empty((2 * rows.size, self.X.shape[1]), dtype=np.float32)
+        """G = left^T right (Eq. 14): left (2P, D) float64 = [X_S; dF X], right (2P, R)
+        float64, Fortran order, = [Z; Y_S].
+
+        In float64, as the products that read them (:meth:`gradient_entries`,
+        :meth:`gradient_sample`): summed in float32 by BLAS, G's last bits changed with
+        the OpenBLAS kernel, and with them which entries the l0 projection kept.
+        """
+        left = np.empty((2 * rows.size, self.X.shape[1]))
         left[: rows.size] = self.X[rows]
         self.blocks(
             lambda a, b: self._loss_rows(dF, left[rows.size :], a, b), left.shape[1]
         )
-        right = np.asfortranarray(np.vstack([Z, self.Y[rows]]), dtype=np.float32)
+        right = np.asfortranarray(np.vstack([Z, self.Y[rows]]))
         return left, right
 
     def _update(self, mu, rows, dF, Z):
-        """U <- U - mu G in place (Eq. 15 for descent)."""
-        left, right = self.gradient_factors(rows, dF, Z)
+        """U <- U - mu G in place (Eq. 15 for descent), by float32 BLAS: the dense
+        search's update, whose bits depend on the BLAS kernel (the projected search's
+        move does not go through here)."""
+        left, right = (
+            np.asarray(factor, dtype=np.float32, order="F")
+            for factor in self.gradient_factors(rows, dF, Z)
+        )
         self.blocks(
             lambda a, b: sgemm(
                 -mu, left.T, right[:, a:b], beta=1.0, c=self.UT[a:b].T, overwrite_c=True
@@ -248,8 +268,8 @@ class Descent:
         def scan(block):
             start = block * _FEATURE_BLOCK
             stop = min(start + _FEATURE_BLOCK, n_features)
-            # (R, w) C-contiguous: the transpose of left_block^T right in Fortran order.
-            GT = sgemm(1.0, np.ascontiguousarray(left[:, start:stop]).T, right).T
+            # (R, w) C-contiguous, summed in float64 (see gradient_factors).
+            GT = (right.T @ left[:, start:stop]).astype(np.float32)
             flat = by_block[block_bounds[block] : block_bounds[block + 1]]
             support_rows, support_at = flat // n_keep, self.kept.ravel()[flat] - start
             inside[flat] = GT[support_rows, support_at]
@@ -289,23 +309,21 @@ class Descent:
     def gradient_sample(self, left, right, stride):
         """|G^T| (R, ceil(D / stride)) float32 at every ``stride``-th feature, -1 on
         the supports: a cheap look at each column's distribution of |g|."""
-        magnitude = np.abs(
-            sgemm(1.0, np.ascontiguousarray(left[:, ::stride]).T, right).T
-        )
+        magnitude = np.abs(right.T @ left[:, ::stride]).astype(np.float32)
         on_sample = self.kept % stride == 0
         magnitude[np.nonzero(on_sample)[0], self.kept[on_sample] // stride] = -1.0
         return magnitude
 
     def _loss_rows(self, dF, out, start, stop):
-        """``out[:, start:stop] = (dF X)[:, start:stop]``; late in training few
-        constraints are violated and only the rows of X they involve are read."""
+        """``out[:, start:stop] = (dF X)[:, start:stop]``, summed in float64 block of
+        features by block; late in training few constraints are violated and only the
+        rows of X they involve are read."""
         used = np.flatnonzero(np.any(dF != 0.0, axis=0))
-        if used.size <= _GATHER_ROWS_MAX * dF.shape[1]:
-            out[:, start:stop] = (
-                dF[:, used].astype(np.float32) @ self.X[used, start:stop]
-            )
-        else:
-            out[:, start:stop] = dF.astype(np.float32) @ self.X[:, start:stop]
+        if used.size > _GATHER_ROWS_MAX * dF.shape[1]:
+            used = slice(None)
+        out[:, start:stop] = float64_product(
+            self.X[used, start:stop].T, dF[:, used].T
+        ).T
 
     def _project(self):
         """l0 projection of U (Eq. 17), then Y = X U."""
@@ -361,7 +379,7 @@ class Descent:
         moved entries of real trials (FV-512, R = 256, tau = 0.9, 1k-190k entries)
         2.2x faster (1.33 against 2.86 s for 36 trials)."""
         if CT.nnz > SPARSE_DENSITY_MAX * CT.shape[0] * CT.shape[1]:
-            return (self.X @ CT.toarray().T).astype(np.float64)
+            return float64_product(self.X, CT.toarray().T).astype(np.float64)
         CT = CT.tocsc()
         return np.hstack([CT @ XT for XT in self.XT_blocks]).T.astype(np.float64)
 
@@ -418,7 +436,9 @@ def _l0_project(UT, n_keep, renormalize, previous=None):
             keep = np.sort(np.concatenate([above, tied]))
         values = row[keep]
         if renormalize:
-            norm = np.linalg.norm(values)
+            # In float64: float32's norm of a 1-d array is BLAS's snrm2, whose last bit,
+            # and so every kept value of the column, changed with the OpenBLAS kernel.
+            norm = np.linalg.norm(values.astype(np.float64))
             if norm > 0.0:
                 values /= norm
         row[:] = 0.0

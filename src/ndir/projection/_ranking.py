@@ -22,18 +22,21 @@ reads Eq. 7, 10, 14 and 15 as printed.
 
 import numpy as np
 
+from .product import float64_inner
+
 
 class RankingProblem:
     """Queries, positives, pivots and negatives of a training set (Eq. 6), and Eq. 7.
 
     X : (N, D) float32 training signatures; groups : (N,) labels; query_rows : (Q,) int.
-    Holds ``gram`` (N, N) float64 = X X^T, ``pivots`` (Q,) column of each query's pivot,
+    Holds ``gram`` (N, N) float64 = X X^T (summed in float64, so that the pivots and
+    ``X G = K B`` do not depend on the BLAS kernel), ``pivots`` (Q,) column of each query's pivot,
     boolean (Q, N) masks ``positive`` (own group but not the query) and ``negative``
     (other groups but not the pivot).
     """
 
     def __init__(self, X, groups, query_rows, margin):
-        self.gram = (X @ X.T).astype(np.float64)
+        self.gram = float64_inner(X)
         self.query_rows = query_rows
         self.margin = margin
         n_queries = query_rows.size

@@ -58,7 +58,8 @@ import scipy.sparse as sp
 BLOCK_ROWS = 64
 #: Features per tile: the transposed tile of a block is 2 MiB (8,192 x 64 float32).
 TILE_FEATURES = 8192
-#: Bytes of one block of float64 signatures in :func:`float64_product`.
+#: Bytes of one block of float64 signatures in :func:`float64_product` and
+#: :func:`float64_inner`.
 FLOAT64_BLOCK_BYTES = 1 << 25
 
 
@@ -201,3 +202,35 @@ def float64_product(X, U, mean=None):
             block -= mean
         Y[first : first + step] = block @ U
     return Y
+
+
+def float64_inner(A, B=None):
+    """``A B^T`` (m, n) float64, summed in float64 block of features by block.
+
+    As in :func:`float64_product`, the products of float32 values are exact in float64
+    and a block's float64 sums differ between BLAS kernels (and block shapes) by about
+    1e-16 relative, where float32 BLAS's differed by about 1e-7: the scores, the Gram
+    matrices and what is decided from them (rankings, pivots, principal axes) are set by
+    the signatures, not by the kernel OpenBLAS picks for the CPU.
+
+    Parameters
+    ----------
+    A : (m, D) array, one signature per row (float32 signatures: their products are
+        exact; any real dtype is taken in float64).
+    B : (n, D) array or None; None computes the Gram matrix ``A A^T`` (by a symmetric
+        product, each block converted once).
+
+    Returns
+    -------
+    (m, n) float64 array; the features are taken :data:`FLOAT64_BLOCK_BYTES` of float64
+    rows at a time, so neither operand is copied whole.
+    """
+    A = np.asarray(A)
+    B = A if B is None else np.asarray(B)
+    inner = np.zeros((A.shape[0], B.shape[0]))
+    step = max(1, FLOAT64_BLOCK_BYTES // (8 * max(A.shape[0], B.shape[0], 1)))
+    for start in range(0, A.shape[1], step):
+        block_a = A[:, start : start + step].astype(np.float64)
+        block_b = block_a if B is A else B[:, start : start + step].astype(np.float64)
+        inner += block_a @ block_b.T
+    return inner
