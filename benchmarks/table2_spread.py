@@ -1,0 +1,178 @@
+"""Spread of Table II's cells over the random queries of Algorithm 1, and across BLAS kernels.
+
+Usage (after a run, from the repository root)::
+
+    python benchmarks/table2_spread.py --run . --seeds 5 --out spread
+    OPENBLAS_CORETYPE=Haswell python benchmarks/table2_spread.py --run . --seeds 5 --out spread-haswell
+    python benchmarks/table2_spread.py --compare spread.csv spread-haswell.csv
+
+Every cell of the run's Table II (each signature x R x tau of its config, read from
+``results/run_info.json``) is trained again by the workflow's own stage,
+:func:`ndir.stages.sparse.train_sparse_projector`, with the run's settings and
+``--seeds`` values of the random state that draws the stochastic half of each step's
+queries: the run's seed, then the next ones. Prints and writes (``<out>.csv``,
+``<out>.md``) per cell the mean, standard deviation (n - 1), minimum and maximum of the
+final test mAP scored as Table II (L2-normalised reductions), in %, and ``run_seed``,
+the value at the run's seed: Table II's own cell when the run was made on this machine
+with the same BLAS kernel.
+
+One invocation measures one BLAS kernel (OpenBLAS picks it from the CPU; set
+``OPENBLAS_CORETYPE`` to force another); ``--compare A.csv B.csv`` prints, per cell, how
+the second differs from the first at the run's seed and in the mean, and how these
+differences compare with the seeds' spread.
+
+The trainings run ``--jobs`` at a time, one process each with single-threaded BLAS (the
+workflow's trainings run on one thread too). A training costs what its
+``train_sparse_projector`` job did (``benchmarks/rules/``): the default run's 48 Table
+II cells take about 5 min of job time per seed (about 2.5 min on 2 cores).
+"""
+
+import argparse
+import json
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from ndir.stages.sparse import final_maps, train_sparse_projector
+
+#: The columns of a spread table after the cell's (signature, R, tau), mAP in %.
+STATISTICS = ("n_seeds", "mean", "sd", "min", "max", "run_seed")
+
+
+def run_config(run):
+    """The resolved config of a finished run (``results/run_info.json``)."""
+    path = run / "results" / "run_info.json"
+    if not path.exists():
+        raise SystemExit(f"{path} not found: give --run the working directory of a finished run")
+    return json.loads(path.read_text())["config"]
+
+
+def table2_cells(config):
+    """(signature, R, tau) of every Table II cell, in the workflow's order
+    (``table2_histories`` in ``workflow/rules/common.smk``)."""
+    return [
+        (f"{encoding}-{K}", R, tau)
+        for encoding in config["signatures"]["encodings"]
+        for K in config["signatures"]["codebook_sizes"]
+        for tau in config["sparse"]["sparsity"]
+        for R in config["sparse"]["dims"]
+    ]
+
+
+def limit_blas():
+    """Each worker's BLAS on one thread: the workers share the cores."""
+    threadpool_limits(1)
+
+
+def final_test_map(run, config, signature, R, tau, seed):
+    """Final test mAP (%, L2 scoring as Table II) of one training with ``random_state`` seed."""
+    settings = config["sparse"]
+    with tempfile.TemporaryDirectory() as work:
+        # final_maps reads the signature, R and tau from the history's path.
+        stem = Path(work) / signature / f"R{R}-tau{tau:g}"
+        stem.parent.mkdir()
+        train_sparse_projector(
+            run / "results" / "data" / "images.csv",
+            run / "results" / "signatures" / f"{signature}.npy",
+            stem.with_suffix(".npz"),
+            stem.with_suffix(".csv"),
+            n_components=R,
+            sparsity=tau,
+            max_iter=settings["max_iter"],
+            queries_per_step=settings["queries_per_step"],
+            margin=settings["margin"],
+            tol=settings["tol"],
+            n_iter_no_change=settings["n_iter_no_change"],
+            renormalize=settings["renormalize"],
+            line_search=settings["line_search"],
+            eval_every=settings["eval_every"],
+            seed=seed,
+            flat_map_evaluations=settings["flat_map_evaluations"],
+        )
+        return 100 * final_maps([stem.with_suffix(".csv")], scoring="l2")["final"].iloc[0]
+
+
+def measure(run, seeds, jobs):
+    """Long table ``signature, R, tau, seed, test_map`` (%) of every cell and seed."""
+    config = run_config(run)
+    tasks = [(cell, seed) for cell in table2_cells(config) for seed in seeds]
+    maps = [None] * len(tasks)
+    with ProcessPoolExecutor(jobs, initializer=limit_blas) as pool:
+        futures = {pool.submit(final_test_map, run, config, *cell, seed): i for i, (cell, seed) in enumerate(tasks)}
+        for done, future in enumerate(as_completed(futures), 1):
+            (signature, R, tau), seed = tasks[futures[future]]
+            maps[futures[future]] = future.result()
+            print(f"[{done}/{len(tasks)}] {signature} R{R} tau {tau:g} seed {seed}: {future.result():.2f}", flush=True)
+    cells = pd.DataFrame([(*cell, seed) for cell, seed in tasks], columns=["signature", "R", "tau", "seed"])
+    return cells.assign(test_map=maps)
+
+
+def spread(maps, run_seed):
+    """Per cell (signature, R, tau): :data:`STATISTICS` of ``maps`` (from :func:`measure`)."""
+    cells = maps.groupby(["signature", "R", "tau"], sort=False)["test_map"]
+    table = cells.agg(n_seeds="size", mean="mean", sd="std", min="min", max="max")
+    table["run_seed"] = maps[maps["seed"] == run_seed].set_index(["signature", "R", "tau"])["test_map"]
+    return table.reset_index()
+
+
+def compare(first, second):
+    """Per cell: ``second - first`` at the run's seed and in the mean (points), beside
+    the larger of the two seed spreads (max - min) and s.d.s."""
+    cell = ["signature", "R", "tau"]
+    a, b = (pd.read_csv(path) for path in (first, second))
+    both = a.merge(b, on=cell, suffixes=("_a", "_b"), validate="one_to_one")
+    return pd.DataFrame(
+        {
+            **{name: both[name] for name in cell},
+            "run_seed_a": both["run_seed_a"],
+            "run_seed_b": both["run_seed_b"],
+            "run_seed_diff": both["run_seed_b"] - both["run_seed_a"],
+            "mean_diff": both["mean_b"] - both["mean_a"],
+            "seed_range": pd.concat([both["max_a"] - both["min_a"], both["max_b"] - both["min_b"]], axis=1).max(axis=1),
+            "seed_sd": both[["sd_a", "sd_b"]].max(axis=1),
+        }
+    )
+
+
+def summary(differences):
+    """One line on a :func:`compare` table."""
+    moved = differences["run_seed_diff"].abs()
+    return (
+        f"{(moved > 0).sum()} of {len(moved)} cells differ at the run's seed; |difference| mean "
+        f"{moved.mean():.2f}, max {moved.max():.2f} points; mean |difference of the means| "
+        f"{differences['mean_diff'].abs().mean():.2f}; mean seed s.d. {differences['seed_sd'].mean():.2f}, "
+        f"mean seed range {differences['seed_range'].mean():.2f} points"
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, help="the working directory of a finished run")
+    parser.add_argument("--seeds", type=int, default=5, help="random states per cell: the run's seed and the next ones")
+    parser.add_argument("--jobs", type=int, default=2, help="trainings at once, one core each")
+    parser.add_argument("--out", type=Path, help="write <out>.csv and <out>.md")
+    parser.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"), help="two spread CSVs: B - A per cell")
+    args = parser.parse_args()
+    if args.compare:
+        differences = compare(*args.compare)
+        print(differences.to_markdown(index=False, floatfmt=".2f"))
+        print(summary(differences))
+        if args.out:
+            differences.to_csv(args.out.with_suffix(".csv"), index=False)
+        return
+    if args.run is None:
+        parser.error("--run is required unless --compare is given")
+    run_seed = run_config(args.run)["seed"]
+    table = spread(measure(args.run, range(run_seed, run_seed + args.seeds), args.jobs), run_seed)
+    markdown = table.to_markdown(index=False, floatfmt=".2f")
+    print(f"\nTest mAP % (L2, as Table II) over seeds {run_seed}-{run_seed + args.seeds - 1}:\n\n{markdown}")
+    if args.out:
+        table.to_csv(args.out.with_suffix(".csv"), index=False)
+        args.out.with_suffix(".md").write_text(markdown + "\n")
+
+
+if __name__ == "__main__":
+    main()
