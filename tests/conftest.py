@@ -73,7 +73,7 @@ def tiny_models(tmp_path_factory):
     images' normalised signatures, table order).
     """
     root = tmp_path_factory.mktemp("tiny_models")
-    everything = build_embedded_dataset(root / "all", n_groups=12, seed=0, view_size=128)
+    everything = build_embedded_dataset(root / "all", n_groups=12, seed=0, view_size=192)
     training = everything["group"].isin(np.unique(everything["group"])[:6]).to_numpy()
     images = root / "images"
     images.mkdir()

@@ -329,21 +329,28 @@ def test_query_show_errors(index_dir, tiny_models, tmp_path, capsys):  # noqa: F
 
 def test_build_embedded_defaults_are_the_workflows():
     """``ndir build-embedded`` with no options builds the default run's set: its group
-    count, view size and seed are config.yaml's, as is the library's view size."""
+    count, view size, sibling overlap and seed are config.yaml's, as are the library's;
+    a sibling overlap outside 0-0.9 is a usage error."""
     import yaml
 
-    from ndir.cli import MIN_VIEW_SIZE, VIEW_SIZE, build_parser
-    from ndir.embedded import DEFAULT_VIEW_SIZE
+    from ndir.cli import MIN_VIEW_SIZE, SIBLING_OVERLAP, VIEW_SIZE, build_parser
+    from ndir.embedded import DEFAULT_SIBLING_OVERLAP, DEFAULT_VIEW_SIZE
     from ndir.embedded import MIN_VIEW_SIZE as LIBRARY_MIN_VIEW_SIZE
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
     args = build_parser().parse_args(["build-embedded", "out"])
-    assert (args.groups, args.size, args.seed) == (
+    assert (args.groups, args.size, args.sibling_overlap, args.seed) == (
         config["embedded"]["n_groups"],
         config["embedded"]["view_size"],
+        config["embedded"]["sibling_overlap"],
         config["seed"],
     )
     assert DEFAULT_VIEW_SIZE == config["embedded"]["view_size"] == VIEW_SIZE
+    assert DEFAULT_SIBLING_OVERLAP == config["embedded"]["sibling_overlap"] == SIBLING_OVERLAP
+    assert build_parser().parse_args(["build-embedded", "out", "--sibling-overlap", "0"]).sibling_overlap == 0.0
+    for bad in ("0.95", "-0.1", "x"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["build-embedded", "out", "--sibling-overlap", bad])
     assert MIN_VIEW_SIZE == LIBRARY_MIN_VIEW_SIZE
     assert args.allow_overlap is False
 

@@ -7,6 +7,7 @@ import cv2
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from PIL import Image
 
 from ndir import embedded
@@ -21,6 +22,8 @@ from ndir.data import (
     validate_images,
 )
 from ndir.errors import ConfigError, DatasetError, ImageReadError
+
+from .conftest import REPO
 
 
 def _photo(height=48, width=64, seed=0):
@@ -476,7 +479,7 @@ def test_embedded_groups(windows_set):
     assert table.groupby("group")["is_query"].first().all()  # query first
     numbers = table["image_id"].astype(int)
     assert (numbers // 100 == table["group"]).all() and (table["is_query"] == (numbers % 100 == 0)).all()
-    assert (table["width"] == 64).all()
+    assert (np.maximum(table["width"], table["height"]) == 64).all()  # view_size: the longer side
 
     images, ignored = scan_dataset("embedded", folder)
     assert ignored.empty
@@ -485,26 +488,74 @@ def test_embedded_groups(windows_set):
     assert views["image_id"].tolist() == table["image_id"].tolist()
     assert {"file", "photo", "license", "copyright", "photo_source", "jpeg_quality"} <= set(views.columns)
     first = cv2.imread(str(folder / views["file"].iloc[0]))
-    assert first.shape == (views["height"].iloc[0], 64, 3)
+    assert first.shape == (views["height"].iloc[0], views["width"].iloc[0], 3)
 
 
-def test_embedded_windows_do_not_overlap(windows_set):
+def test_embedded_windows_share_the_sibling_overlap(windows_set):
+    """Windows of one photo are distinct scenes whose neighbours share
+    DEFAULT_SIBLING_OVERLAP (60 %) of a tile's side along the cut, the whole side
+    across it (windows are tiles grown by 30 % of a tile into each neighbour)."""
     _, table = windows_set
     scenes = table.drop_duplicates("group")
     boxes = ["window_x0", "window_y0", "window_x1", "window_y1"]
     assert not scenes.duplicated(["photo", *boxes]).any()  # one scene per group
     assert (scenes["photo"].value_counts() > 1).any()  # some photos give several windows
-    for _, same_photo in scenes.groupby("photo"):
+    photos = embedded.shipped_photos().set_index("file")
+    # The library's default is the default run's (config.yaml), used by `ndir build-embedded` too.
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert embedded.DEFAULT_SIBLING_OVERLAP == config["embedded"]["sibling_overlap"] > 0
+    neighbours = 0
+    for photo, same_photo in scenes.groupby("photo"):
+        if len(same_photo) < 2:
+            continue
+        width, height = photos.loc[photo, "width"], photos.loc[photo, "height"]
+        rows, cols = embedded._grid(width, height, len(same_photo))
+        tile_w, tile_h = width / cols, height / rows
         for (_, a), (_, b) in combinations(same_photo.iterrows(), 2):
             overlap_x = min(a.window_x1, b.window_x1) - max(a.window_x0, b.window_x0)
             overlap_y = min(a.window_y1, b.window_y1) - max(a.window_y0, b.window_y0)
-            assert overlap_x <= 0 or overlap_y <= 0
+            if overlap_x <= 0 or overlap_y <= 0:
+                continue  # not neighbours (e.g. the first and last third)
+            # Neighbours along x share 60 % of a tile's width, along y of its height.
+            shared = sorted([overlap_x / tile_w, overlap_y / tile_h])
+            assert shared[0] == pytest.approx(embedded.DEFAULT_SIBLING_OVERLAP, abs=2 / min(tile_w, tile_h))
+            neighbours += 1
+    assert neighbours > 0
     # Every view samples only pixels inside its own window.
     for row in table.itertuples():
         quad = np.array([[float(v) for v in corner.split(",")] for corner in row.quad.split(";")])
         assert (quad[:, 0] >= row.window_x0 + 1).all() and (quad[:, 0] <= row.window_x1 - 2).all()
         assert (quad[:, 1] >= row.window_y0 + 1).all() and (quad[:, 1] <= row.window_y1 - 2).all()
         assert 0.3 < row.coverage <= 0.96
+
+
+def test_embedded_default_views_are_sharp_clean_and_well_compressed(windows_set):
+    """The property the realistic default relies on (issue 34): no view is blurred
+    or noisy and every JPEG quality is 70-95 (80-95 for queries), as written in
+    views.csv; blur, noise and strong JPEG moved every affected signature the same
+    way and made PCA lose 24-30 points (docs/data.md)."""
+    _, table = windows_set
+    assert (table["blur_sigma"] == 0).all() and (table["noise_sigma"] == 0).all()
+    assert table["jpeg_quality"].between(70, 95).all()
+    assert table.loc[table["is_query"], "jpeg_quality"].between(80, 95).all()
+    assert (table["lighting"] == 0).all() and (table["occluder_area"] == 0).all()
+    assert (table["parallax_px"] == 0).all()
+    views = table[~table["is_query"]]
+    # Half the other views tilted by up to 15 degrees, half slanted: both kinds occur.
+    assert (views["rotation_deg"].abs() > 3).any() and (views["rotation_deg"].abs() <= 15).all()
+    assert (views["perspective"] > 0).any() and (views["perspective"] == 0).any()
+
+
+def test_sibling_overlap_tiles_hand_worked():
+    """Tiles grown by overlap / 2 of a tile's side into each neighbour, clipped to the photo."""
+    assert embedded._windows(640, 480, 2, 0.5) == [(0, 0, 400, 480), (240, 0, 640, 480)]
+    assert embedded._windows(600, 480, 3, 0.6) == [(0, 0, 260, 480), (140, 0, 460, 480), (340, 0, 600, 480)]
+    assert embedded._windows(640, 480, 4, 0.5) == [
+        (0, 0, 400, 300),
+        (240, 0, 640, 300),
+        (0, 180, 400, 480),
+        (240, 180, 640, 480),
+    ]
 
 
 def convex_quad_area(quad):
@@ -540,7 +591,8 @@ def test_sampled_geometry_coverage_hand_worked(is_query):
     box = (40, 10, 440, 310)  # 400 x 300 window
     rng = np.random.default_rng(3)
     for _ in range(20):
-        quad, rect_w, rect_h, params = embedded._sample_geometry(box, is_query, rng)
+        recipe = embedded.QUERY_RECIPE if is_query else embedded.DEFAULT_RECIPE
+        quad, rect_w, rect_h, params = embedded._sample_geometry(box, recipe, rng)
         area = convex_quad_area(quad)
         assert params["coverage"] == pytest.approx(area / (400 * 300), rel=1e-12)
         if is_query:
@@ -568,6 +620,45 @@ def test_tone_curve_identity_and_hand_worked():
     assert gained[200, 0].tolist() == [100, 200, 200]
     image = np.full((2, 3, 3), 200, dtype=np.uint8)
     assert cv2.LUT(image, gained)[0, 0].tolist() == [100, 200, 200]
+
+
+def test_relight_ramp_hand_worked():
+    """A ramp of strength 0.5 along x (angle 0) over a grey 100 image 5 px wide:
+    gains 0.5, 0.75, 1, 1.25, 1.5 from left to right; along y (90 degrees) the
+    same down the rows."""
+    view = np.full((3, 5, 3), 100, dtype=np.uint8)
+    np.testing.assert_array_equal(embedded._relight(view, 0.5, 0.0)[1, :, 0], [50, 75, 100, 125, 150])
+    tall = np.full((5, 2, 3), 100, dtype=np.uint8)
+    np.testing.assert_array_equal(embedded._relight(tall, 0.5, 90.0)[:, 0, 2], [50, 75, 100, 125, 150])
+
+
+def test_occluder_changes_only_its_box():
+    rng = np.random.default_rng(0)
+    view = np.full((60, 80, 3), 10, dtype=np.uint8)
+    other = np.full((100, 100, 3), 250, dtype=np.uint8)
+    occluder = embedded._sample_occluder(embedded.ViewRecipe(occluder_probability=1.0), 80, 60, rng)
+    x0, y0, x1, y1 = (int(v) for v in occluder["occluder_box"].split(","))
+    assert occluder["occluder_area"] == pytest.approx((x1 - x0) * (y1 - y0) / (80 * 60))
+    assert 0.05 <= occluder["occluder_area"] <= 0.16  # the recipe's 5-15 %, rounded to pixels
+    out = embedded._paste_occluder(view, occluder, other, rng)
+    outside = np.ones((60, 80), dtype=bool)
+    outside[y0:y1, x0:x1] = False
+    assert (out[outside] == 10).all()
+    # The ellipse's centre is the other photo's; its soft edge blends towards the corners.
+    assert out[(y0 + y1) // 2, (x0 + x1) // 2, 0] > 200 and out[y0, x0, 0] < 100
+
+
+def test_parallax_reads_only_its_window():
+    """A displaced view of the left half (black) of a photo whose right half is
+    white: however strong the field, no pixel comes from the neighbour."""
+    photo = np.zeros((200, 400, 3), dtype=np.uint8)
+    photo[:, 200:] = 255
+    box = (0, 0, 200, 200)
+    quad = np.array([[10.0, 10.0], [189.0, 10.0], [189.0, 189.0], [10.0, 189.0]])
+    homography = cv2.getPerspectiveTransform(quad.astype(np.float32), np.float32([[0, 0], [99, 0], [99, 99], [0, 99]]))
+    parallax = {"parallax_px": 30.0, "parallax_cell_px": 20.0}
+    view = embedded._warp_with_parallax(photo, homography, (100, 100), box, parallax, 1.0, np.random.default_rng(0))
+    assert view.shape == (100, 100, 3) and view.max() == 0
 
 
 def test_embedded_plan_at_capacity_and_overlap():

@@ -88,3 +88,58 @@ def test_reduction_maps_against_scikit_learn_and_numpy(synthetic_splits):
     np.testing.assert_allclose(table["pca_minus_full"], table["pca"] - table["full"])
     np.testing.assert_allclose(table["pca_minus_gaussian"], table["pca"] - table["gaussian"])
     np.testing.assert_allclose(table["pca_minus_thresholded_0.9"], table["pca"] - table["pca_thresholded_0.9"])
+
+
+@pytest.mark.workflow
+def test_data_realism_report_on_the_tiny_run(tiny_run, tmp_path):
+    """benchmarks/data_realism.py on the tiny run: one row per signature and R, the
+    PCA and whitened-PCA columns as scikit-learn's PCA gives them on the run's own
+    signatures and split, and the targets listed for no signature of the tiny grid
+    (its K are 4 and 8, not 64)."""
+    out = tmp_path / "realism"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/data_realism.py"), "--run", str(tiny_run), "--dims", "4", "8", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "pca_minus_full" in result.stdout and "Targets" not in result.stdout
+    table = pd.read_csv(out.with_suffix(".csv"))
+    assert sorted(set(table["signature"])) == ["fv-4", "fv-8", "vlad-4", "vlad-8"]
+    assert table.groupby("signature")["R"].apply(list).map(lambda r: r == [4, 8]).all()
+    assert out.with_suffix(".md").read_text().startswith("Test mAP %")
+    for row in table.itertuples():
+        splits = split_signatures(tiny_run / "results/data/images.csv", tiny_run / f"results/signatures/{row.signature}.npy")
+        X_train = splits["train"][0]
+        X_test, groups, is_query = splits["test"]
+        assert row.full == pytest.approx(holidays(X_test, groups, is_query), abs=0.05)
+        assert row.pca == pytest.approx(holidays(PCA(row.R).fit(X_train).transform(X_test), groups, is_query), abs=0.05)
+        whitened = PCA(row.R, whiten=True).fit(X_train).transform(X_test)
+        assert row.pca_whitened == pytest.approx(holidays(whitened, groups, is_query), abs=0.05)
+
+
+def test_check_targets_reads_each_target_at_its_R():
+    """Hand-made figures: every target met, then each broken alone."""
+    table = pd.DataFrame(
+        {
+            "R": [32, 256],
+            "full": [90.0, 90.0],
+            "pca_minus_full": [-5.0, -1.0],
+            "pca_minus_thresholded_0.99": [2.0, 0.0],
+            "pca_minus_gaussian": [20.0, 0.0],
+        }
+    )
+    assert check_targets(table)["met"].all()
+    assert list(check_targets(table)["target"]) == list(TARGETS)
+    for column, R, bad in [
+        ("full", 32, 97.0),
+        ("pca_minus_full", 32, -13.0),
+        ("pca_minus_full", 32, -1.0),
+        ("pca_minus_full", 256, -7.0),
+        ("pca_minus_thresholded_0.99", 32, -0.5),
+        ("pca_minus_gaussian", 32, 9.0),
+    ]:
+        broken = table.copy()
+        broken.loc[broken["R"] == R, column] = bad
+        assert check_targets(broken)["met"].sum() == len(TARGETS) - 1, (column, R, bad)
+    assert not check_targets(table[table["R"] == 32])["met"].all()  # R = 256 missing: NaN, not met

@@ -32,9 +32,9 @@ from pathlib import Path
 from . import __version__
 from .errors import NdirInputError
 
-# ndir.embedded's DEFAULT_VIEW_SIZE and MIN_VIEW_SIZE, without importing it (OpenCV and
-# pandas: half a second) for every command.
-VIEW_SIZE, MIN_VIEW_SIZE = 320, 64
+# ndir.embedded's DEFAULT_VIEW_SIZE, MIN_VIEW_SIZE and DEFAULT_SIBLING_OVERLAP, without
+# importing it (OpenCV and pandas: half a second) for every command.
+VIEW_SIZE, MIN_VIEW_SIZE, SIBLING_OVERLAP = 320, 64, 0.6
 
 
 def _build_embedded(args):
@@ -46,6 +46,7 @@ def _build_embedded(args):
         seed=args.seed,
         view_size=args.size,
         allow_overlap=args.allow_overlap,
+        sibling_overlap=args.sibling_overlap,
     )
     print(
         f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}"
@@ -72,6 +73,17 @@ def _cell_sizes(text):
             f"expected positive integers separated by commas, got {text!r}"
         )
     return sizes
+
+
+def _share(text):
+    """An argparse type: a share in [0, 0.9] (``embedded.sibling_overlap``'s range)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 0.9:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 0.9, got {text!r}")
+    return value
 
 
 def _int_at_least(minimum):
@@ -308,6 +320,13 @@ def build_parser():
         default=VIEW_SIZE,
         help=f"longer side of the views in pixels, at least {MIN_VIEW_SIZE} (default: "
         f"{VIEW_SIZE}, the workflow's)",
+    )
+    embedded.add_argument(
+        "--sibling-overlap",
+        type=_share,
+        default=SIBLING_OVERLAP,
+        help="share of a tile's side that neighbouring windows of one photo have in "
+        f"common, 0 to 0.9 (default: {SIBLING_OVERLAP}, the workflow's)",
     )
     embedded.add_argument(
         "--allow-overlap",

@@ -15,6 +15,7 @@ rule build_embedded_dataset:
         n_groups=config["embedded"]["n_groups"],
         view_size=config["embedded"]["view_size"],
         allow_overlap=config["embedded"]["allow_overlap"],
+        sibling_overlap=config["embedded"]["sibling_overlap"],
         seed=config["seed"],
     script:
         "../scripts/build_embedded_dataset.py"

@@ -13,11 +13,18 @@ from .common import write_csv, write_json
 logger = logging.getLogger(__name__)
 
 
-def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, seed):
-    """Write the embedded near-duplicate set into ``folder`` (Holidays naming)."""
+def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, sibling_overlap, seed, recipe=None):
+    """Write the embedded near-duplicate set into ``folder`` (Holidays naming);
+    ``recipe``: the views' :class:`ndir.embedded.ViewRecipe` (None: the default)."""
     with atomic_folder(folder) as tmp:
         table = data.build_embedded_dataset(
-            tmp, n_groups=n_groups, seed=seed, view_size=view_size, allow_overlap=allow_overlap
+            tmp,
+            n_groups=n_groups,
+            seed=seed,
+            view_size=view_size,
+            allow_overlap=allow_overlap,
+            recipe=recipe,
+            sibling_overlap=sibling_overlap,
         )
     logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
 
