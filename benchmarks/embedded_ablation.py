@@ -2,16 +2,19 @@
 
 Usage (from the repository root)::
 
-    python benchmarks/embedded_ablation.py [--variants default no_blur_noise ...] [--jobs 2]
+    python benchmarks/embedded_ablation.py [--variants default "before (ab1a440)" ...] [--seeds 0 1 2] [--jobs 2]
 
-For each variant (a :class:`ndir.embedded.ViewRecipe` and a view size), builds the
-embedded set of the default config (200 groups, seed 0), splits it by source photo,
-fits the 64-word VLAD and Fisher codebooks on the training split and encodes every
-image exactly as the workflow does (its stage functions, the default config's
-settings), then prints the realism figures of :mod:`ndir.realism` for VLAD-64 and
-FV-64: full mAP, full - PCA-32, full - PCA-256, PCA-32 - PCA-32 thresholded to
-tau = 0.99, PCA-32 - Gaussian random projection at R = 32, and which of
-:data:`ndir.realism.TARGETS` hold. About 1 min per variant on one core.
+For each variant (a :class:`ndir.embedded.ViewRecipe` and how scenes are cut:
+:class:`Variant`), builds the embedded set of the default config (200 groups, the
+config's seed or ``--seeds``), splits it by source photo, fits the 64-word VLAD and
+Fisher codebooks on the training split and encodes every image exactly as the
+workflow does (its stage functions, the default config's settings), then prints the
+realism figures of :mod:`ndir.realism` for VLAD-64 and FV-64: full mAP, PCA-32 - full,
+PCA-256 - full, PCA-32 - PCA-32 thresholded to tau = 0.99, PCA-32 - Gaussian random
+projection at R = 32, how many of :data:`ndir.realism.TARGETS` hold, and the view
+parameter that moves group mates apart most along the first principal axes. About
+1 min per variant on one core; every variant of the default list, 2 cores: 25 min.
+The table in docs/data.md is its output.
 """
 
 import argparse
@@ -71,9 +74,15 @@ VARIANTS = {
     "no photometric change": Variant(ViewRecipe(photometric_probability=0.0)),
     "rotation only (no perspective)": Variant(ViewRecipe(perspective_probability=0.0)),
     "perspective only (level)": Variant(ViewRecipe(rotation_probability=0.0)),
-    "level, crops 85-95 %": Variant(ViewRecipe(coverage=(0.85, 0.95), rotation_probability=0.0, perspective_probability=0.0)),
-    "level, crops 30-70 %": Variant(ViewRecipe(coverage=(0.3, 0.7), rotation_probability=0.0, perspective_probability=0.0)),
-    "strong viewpoint": Variant(ViewRecipe(rotation_probability=1.0, perspective_probability=1.0, perspective=(0.05, 0.15))),
+    "level, crops 85-95 %": Variant(
+        ViewRecipe(coverage=(0.85, 0.95), rotation_probability=0.0, perspective_probability=0.0)
+    ),
+    "level, crops 30-70 %": Variant(
+        ViewRecipe(coverage=(0.3, 0.7), rotation_probability=0.0, perspective_probability=0.0)
+    ),
+    "strong viewpoint": Variant(
+        ViewRecipe(rotation_probability=1.0, perspective_probability=1.0, perspective=(0.05, 0.15))
+    ),
     "views of 200 px": Variant(ViewRecipe(), view_size=200),
     "views of 512 px": Variant(ViewRecipe(), view_size=512),
     # Changes tried to make the full signatures harder.
@@ -87,7 +96,9 @@ VARIANTS = {
     "pan + parallax": Variant(ViewRecipe(**PAN, **PARALLAX)),
     "framed + parallax": Variant(ViewRecipe(**FRAMED, **PARALLAX)),
     "framed + occluders": Variant(ViewRecipe(**FRAMED, **OCCLUDERS)),
-    "framed + parallax + occluders + lighting": Variant(ViewRecipe(**FRAMED, **PARALLAX, **OCCLUDERS, lighting_probability=0.5)),
+    "framed + parallax + occluders + lighting": Variant(
+        ViewRecipe(**FRAMED, **PARALLAX, **OCCLUDERS, lighting_probability=0.5)
+    ),
     "framed + parallax + mild blur and noise": Variant(ViewRecipe(**FRAMED, **PARALLAX, **MILD_BLUR, **MILD_NOISE)),
     # Near misses: neighbouring scenes of one photo that share pixels.
     "300 groups": Variant(ViewRecipe(), n_groups=300),
@@ -119,7 +130,9 @@ def encode_variant(variant, config, workdir):
     folder = work / "embedded"
     n_groups = variant.n_groups or config["embedded"]["n_groups"]
     view_size = variant.view_size or config["embedded"]["view_size"]
-    data.build_embedded_dataset(folder, n_groups, view_size, False, variant.sibling_overlap, seed, recipe=variant.recipe)
+    data.build_embedded_dataset(
+        folder, n_groups, view_size, False, variant.sibling_overlap, seed, recipe=variant.recipe
+    )
     images = work / "images.csv"
     data.index_dataset(
         images,
@@ -137,7 +150,9 @@ def encode_variant(variant, config, workdir):
     settings = config["codebooks"]
     codebooks.sample_descriptors(images, sample, settings["descriptors_per_image"], seed, descriptors)
     codebooks.fit_descriptor_pca(sample, pca, settings["pca_dims"])
-    codebooks.fit_vlad_codebook(sample, work / "vlad-64.npz", 64, settings["pca_dims"], settings["kmeans_iterations"], seed)
+    codebooks.fit_vlad_codebook(
+        sample, work / "vlad-64.npz", 64, settings["pca_dims"], settings["kmeans_iterations"], seed
+    )
     codebooks.fit_fisher_codebook(sample, pca, work / "fv-64.npz", 64, settings["gmm_iterations"], seed)
     shard = work / "shard.npz"
     signatures.encode_shard(
@@ -231,9 +246,18 @@ def describe(name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=list(VARIANTS),
+        metavar="NAME",
+        help="variants to measure, by their names in VARIANTS (default: all)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="variants measured at once, one core each")
-    parser.add_argument("--seeds", type=int, nargs="+", help="measure each variant with these seeds (default: the config's)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="measure each variant with these seeds (default: the config's)"
+    )
     parser.add_argument("--csv", type=Path, help="also write the table here")
     args = parser.parse_args()
     for name in args.variants:

@@ -67,14 +67,19 @@ def test_reduction_maps_against_scikit_learn_and_numpy(synthetic_splits):
             "pca_thresholded_0.9": holidays(X_test @ thresholded(pca.components_.T, 0.9), groups, is_query),
             "gaussian": np.mean(
                 [
-                    holidays(X_test @ GaussianRandomProjection(R, random_state=s).fit(X_train).components_.T, groups, is_query)
+                    holidays(
+                        X_test @ GaussianRandomProjection(R, random_state=s).fit(X_train).components_.T,
+                        groups,
+                        is_query,
+                    )
                     for s in (0, 1)
                 ]
             ),
             "sparse_random_0.9": np.mean(
                 [
                     holidays(
-                        X_test @ SparseRandomProjection(R, density=0.1, random_state=s).fit(X_train).components_.T.toarray(),
+                        X_test
+                        @ SparseRandomProjection(R, density=0.1, random_state=s).fit(X_train).components_.T.toarray(),
                         groups,
                         is_query,
                     )
@@ -98,7 +103,17 @@ def test_data_realism_report_on_the_tiny_run(tiny_run, tmp_path):
     (its K are 4 and 8, not 64)."""
     out = tmp_path / "realism"
     result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks/data_realism.py"), "--run", str(tiny_run), "--dims", "4", "8", "--out", str(out)],
+        [
+            sys.executable,
+            str(REPO / "benchmarks/data_realism.py"),
+            "--run",
+            str(tiny_run),
+            "--dims",
+            "4",
+            "8",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -109,7 +124,9 @@ def test_data_realism_report_on_the_tiny_run(tiny_run, tmp_path):
     assert table.groupby("signature")["R"].apply(list).map(lambda r: r == [4, 8]).all()
     assert out.with_suffix(".md").read_text().startswith("Test mAP %")
     for row in table.itertuples():
-        splits = split_signatures(tiny_run / "results/data/images.csv", tiny_run / f"results/signatures/{row.signature}.npy")
+        splits = split_signatures(
+            tiny_run / "results/data/images.csv", tiny_run / f"results/signatures/{row.signature}.npy"
+        )
         X_train = splits["train"][0]
         X_test, groups, is_query = splits["test"]
         assert row.full == pytest.approx(holidays(X_test, groups, is_query), abs=0.05)

@@ -80,8 +80,9 @@ def build_embedded_dataset(
     gets a different whole photo. With more groups, photos are cut into windows
     (halves, thirds along the longer side, quarters), splitting the biggest
     remaining windows first, so that no two groups show the same scene; neighbouring
-    windows share ``sibling_overlap`` of a tile's side. Beyond :func:`max_groups` groups this is impossible and an error is
-    raised unless ``allow_overlap`` is set: then groups past the 118 whole photos
+    windows share ``sibling_overlap`` of a tile's side. Beyond :func:`max_groups`
+    groups this is impossible and an error is raised unless ``allow_overlap`` is
+    set: then groups past the 118 whole photos
     get random windows (30-80 % of a photo) that may overlap other groups' scenes
     (meant for timing runs at Holidays scale, not for accuracy).
 
