@@ -13,7 +13,7 @@ realism figures of :mod:`ndir.realism` for VLAD-64 and FV-64: full mAP, PCA-32 -
 PCA-256 - full, PCA-32 - PCA-32 thresholded to tau = 0.99, PCA-32 - Gaussian random
 projection at R = 32, how many of :data:`ndir.realism.TARGETS` hold, and the view
 parameter that moves group mates apart most along the first principal axes. About
-1 min per variant on one core; every variant of the default list, 2 cores: 25 min.
+1 min per variant on one core; the 35 variants on 2 cores: 20 min (measured).
 The table in docs/data.md is its output.
 """
 
