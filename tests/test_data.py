@@ -219,6 +219,19 @@ def test_scan_ukbench(tmp_path):
     assert "no query" in reasons["ukbench00009"] and "naming" in reasons["index"]
 
 
+def test_scan_ukbench_refuses_numbers_not_of_five_digits(tmp_path):
+    """ukbench0001.jpg beside ukbench00001.jpg is not a fifth image of group 0: a
+    number not of five digits is ignored, the reason naming the file and the naming."""
+    _touch_images(tmp_path, [f"ukbench{i:05d}.jpg" for i in range(4)] + ["ukbench0001.jpg", "ukbench000004.jpg"])
+    images, ignored = scan_dataset("ukbench", tmp_path)
+    assert images["image_id"].tolist() == ["ukbench00000", "ukbench00001", "ukbench00002", "ukbench00003"]
+    reasons = dict(zip(ignored["image_id"], ignored["reason"]))
+    assert sorted(reasons) == ["ukbench000004", "ukbench0001"]
+    assert reasons["ukbench0001"].startswith("ukbench0001.jpg: number of 4 digits")
+    assert reasons["ukbench000004"].startswith("ukbench000004.jpg: number of 6 digits")
+    assert all("five (ukbench00000.jpg" in reason for reason in reasons.values())
+
+
 def test_scan_folders(tmp_path):
     _touch_images(tmp_path, ["b/x.jpg", "b/a.png", "a/z.jpg", "a/y.JPG", "a/w.jpeg"])
     (tmp_path / "a" / "notes.txt").write_text("x")

@@ -347,6 +347,27 @@ def test_damaged_results_are_named_with_the_fix(tmp_path):
     assert not (tmp_path / "out.npy").exists()
 
 
+def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
+    """images.csv without its header line or without a column: ResultFileError naming
+    the file and what to do, instead of a bare KeyError from the first rule reading it."""
+    from ndir.errors import ResultFileError
+    from ndir.stages.codebooks import sample_descriptors
+
+    images = tmp_path / "images.csv"
+    table = pd.DataFrame(
+        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+    )
+    fix = "cut short or damaged; delete it and run"  # the advice of read_result, whatever its command
+    table.to_csv(images, index=False)
+    images.write_text(images.read_text().split("\n", 1)[1])
+    with pytest.raises(ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'image_id', .*'split'\), {fix}"):
+        sample_descriptors(images, tmp_path / "sample.npy", per_image=1, seed=0, descriptors={})
+    table.drop(columns="split").to_csv(images, index=False)
+    with pytest.raises(ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'split'\), {fix}"):
+        sample_descriptors(images, tmp_path / "sample.npy", per_image=1, seed=0, descriptors={})
+    assert not (tmp_path / "sample.npy").exists()
+
+
 def test_map_is_flat_compares_the_last_evaluations():
     """Hand-worked: the last k + 1 training mAPs within 0.1 point are flat; fewer than
     k + 1 evaluations never are."""

@@ -205,6 +205,7 @@ def scan_dataset(kind, root):
         - ``"embedded"``: the same naming, in a folder written by
           :func:`build_embedded_dataset` (its ``views.csv`` is expected, not ignored).
         - ``"ukbench"``: ``ukbench00000.jpg``; group = number // 4, query = number % 4 == 0.
+          A number not of five digits (``ukbench0001.jpg``) is ignored.
         - ``"folders"``: ``root/<group>/<image>``; groups are the sub-folders holding
           images, numbered 0, 1, ... in sorted name order (the name is kept in an
           extra column ``group_name``); the query is a group's first file name in
@@ -280,6 +281,16 @@ def _scan_numbered_files(kind, entries):
         match = pattern.fullmatch(entry.stem)
         if match is None or entry.suffix.lower() not in IMAGE_SUFFIXES:
             ignored.append(_ignored(entry, f"file name does not follow the {kind} naming"))
+            continue
+        # ukbench0001.jpg beside ukbench00001.jpg would be two images numbered 1.
+        if kind == "ukbench" and len(match[1]) != 5:
+            ignored.append(
+                _ignored(
+                    entry,
+                    f"{entry.name}: number of {len(match[1])} digits; "
+                    "the ukbench naming has five (ukbench00000.jpg, ukbench00001.jpg, ...)",
+                )
+            )
             continue
         number = int(match[1])
         rows.append(_row(entry.stem, entry, number // span, number % span == 0))

@@ -193,9 +193,24 @@ def read_result_arrays(path, names=None):
 # --------------------------------------------------------------------------- the image table
 
 
+#: Columns of the image table that its readers rely on; ``together`` (absent from
+#: tables of older ndir versions) and ``group_name`` (``folders`` kind only) are optional.
+IMAGE_TABLE_COLUMNS = ("image_id", "path", "group", "is_query", "split")
+
+
 def read_image_table(path):
-    """Read the image table written by :func:`ndir.stages.data.index_dataset`."""
-    return pd.read_csv(path, dtype={"image_id": str, "group_name": str})
+    """Read the image table written by :func:`ndir.stages.data.index_dataset`;
+    ResultFileError as :func:`read_result` when it cannot be parsed or lacks one of
+    :data:`IMAGE_TABLE_COLUMNS` (its header line lost, a column cut)."""
+
+    def load(path):
+        table = pd.read_csv(path, dtype={"image_id": str, "group_name": str})
+        missing = [column for column in IMAGE_TABLE_COLUMNS if column not in table.columns]
+        if missing:
+            raise ValueError(f"no column {', '.join(map(repr, missing))}")
+        return table
+
+    return read_result(path, load)
 
 
 def shard_rows(n_images, shard, n_shards):
