@@ -79,11 +79,11 @@ def test_read_record_names_the_file_of_a_stale_or_wrong_record(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(record))
     assert read_record(good) == record
-    with pytest.raises(ResultFileError, match=r"good.json: record without \['K'\].*rerun"):
+    with pytest.raises(ResultFileError, match=r"good.json: record without \['K'\].*run `snakemake \S*good.json"):
         read_record(good, extra_keys=("K",))
     percent = tmp_path / "percent.json"
     percent.write_text(json.dumps({**record, "test_map": 55.0}))
-    with pytest.raises(ResultFileError, match=r"percent.json: .*test_map must be in \[0, 1\]; delete it and rerun"):
+    with pytest.raises(ResultFileError, match=r"percent.json: .*test_map must be in \[0, 1\]; delete it and run `snakemake "):
         read_record(percent)
 
 

@@ -336,7 +336,7 @@ def test_damaged_results_are_named_with_the_fix(tmp_path):
     signatures = tmp_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
     signatures.write_bytes(signatures.read_bytes()[:-20])
-    fix = "cut short or damaged; delete it and run the workflow again"
+    fix = r"cut short or damaged; delete it and run `snakemake \S+ --cores all` in the workflow's folder"
     with pytest.raises(ResultFileError, match=rf"fv-8.npy: unreadable \(ValueError: .*\), {fix}"):
         split_signatures(images, signatures)
     shard = tmp_path / "0.npz"

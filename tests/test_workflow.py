@@ -1,12 +1,15 @@
 """End-to-end: the real workflow on a tiny embedded set, checked through its tables."""
 
 import json
+import re
+import shlex
 import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from ndir.codebooks import FisherCodebook
 from ndir.evaluation import holidays_map
 from ndir.jcf import JCF
 from ndir.projection import load_projector
@@ -229,6 +232,39 @@ def test_table2_is_the_last_iterate_scored_like_table1_and_learning_shows(tiny_r
     # (On the tiny set, M = 3 entries per column at tau = 0.99: few runs can move.)
     gain = sparsest["Train end (dot)"] - sparsest["Train start (dot)"]
     assert (gain >= 0).all() and gain.max() > 5
+
+
+def test_a_damaged_codebook_is_rebuilt_by_following_the_message(tiny_run, tmp_path):
+    """A codebook cut short: the run fails naming it and the command that rebuilds it.
+    Followed to the letter (the file deleted, that command run with the run's config),
+    the codebook is written anew and the usual command then brings the run up to date;
+    a plain rerun would not do, as the codebook is no input of the default target."""
+    workdir = tmp_path / "run"
+    shutil.copytree(tiny_run, workdir, symlinks=True)
+    codebook = workdir / "results/codebooks/fv-4.npz"
+    codebook.write_bytes(codebook.read_bytes()[:1000])
+    config = ["--configfile", str(REPO / "tests/configs/tiny.yaml")]
+    failed = run_snakemake(workdir, "--cores", "2", *config, check=False)
+    assert failed.returncode != 0
+    advice = re.search(
+        r"ndir: error: results/codebooks/fv-4.npz: .* cut short or damaged: delete it and run `(snakemake [^`]+)` "
+        r"in the workflow's folder, with the --configfile/--config options of your run,",
+        failed.stderr,
+    )
+    assert advice, failed.stderr[-6000:]
+    command = shlex.split(advice[1])
+    assert command[:2] == ["snakemake", "results/codebooks/fv-4.npz"]
+    codebook.unlink()
+    plain = run_snakemake(workdir, "-n", *config)
+    assert "Nothing to be done" in plain.stdout + plain.stderr  # why the message names the file
+    rebuilt = run_snakemake(workdir, *command[1:], *config, check=False)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-6000:]
+    assert FisherCodebook.load(codebook).n_clusters == 4
+    usual = run_snakemake(workdir, "--cores", "2", *config, check=False)
+    assert usual.returncode == 0, usual.stderr[-6000:]
+    assert "rule encode_shard" in usual.stdout + usual.stderr  # the fv-4 signatures were encoded anew
+    dry = run_snakemake(workdir, "-n", *config)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
 def test_paper_literal_config_runs_on_the_tiny_config(tiny_run, tmp_path):

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ResultFileError
+from .errors import ResultFileError, rebuild_advice
 from .evaluation import recall_at_k
 
 RECORD_KEYS = (
@@ -149,8 +149,8 @@ def read_record(path, extra_keys=()):
     record = json.loads(Path(path).read_text())
     missing = [key for key in (*RECORD_KEYS, *extra_keys) if key not in record]
     if missing:
-        raise ResultFileError(f"{path}: record without {missing} (written by an older ndir); delete it and rerun")
+        raise ResultFileError(f"{path}: record without {missing} (written by an older ndir); {rebuild_advice(path)}")
     try:
         return check_record(record)
     except ValueError as error:
-        raise ResultFileError(f"{path}: {error}; delete it and rerun") from error
+        raise ResultFileError(f"{path}: {error}; {rebuild_advice(path)}") from error

@@ -1,5 +1,7 @@
 """Exceptions raised for bad user input: each message names the file or key and the fix."""
 
+from pathlib import PurePath
+
 
 class NdirInputError(ValueError):
     """Bad input from the user (a file, a folder or a config value)."""
@@ -25,3 +27,23 @@ class ImageReadError(NdirInputError):
 
 class ConfigError(NdirInputError):
     """A configuration value is invalid; the message names the key."""
+
+
+def rebuild_advice(path):
+    """How to replace ``path``, a file the workflow wrote that is cut short or damaged:
+    the command that rebuilds exactly that file, for every message that says so.
+
+    The file is named as a Snakemake target because many such files (samples,
+    signatures, codebooks, projectors) are no input of the default target once its
+    outputs exist: deleted, they would not be written again by a plain ``snakemake``.
+    The target is the path from its last ``results`` folder on (the workflow's working
+    directory holds it), or the path as given when it has no such folder.
+    """
+    parts = PurePath(path).parts
+    start = max((i for i, part in enumerate(parts) if part == "results"), default=0)
+    target = PurePath(*parts[start:])
+    return (
+        f"delete it and run `snakemake {target.as_posix()} --cores all` in the workflow's folder, with the "
+        "--configfile/--config options of your run, to write it anew; then your usual snakemake command "
+        "brings what depends on it up to date"
+    )

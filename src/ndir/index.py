@@ -48,7 +48,7 @@ from .codebooks import FisherCodebook, VladCodebook
 from .data import IMAGE_SUFFIXES
 from .descriptors import CELL_SIZES, STEP, image_descriptors_with
 from .encoding import power_l2_normalise, single_threaded_blas_pool
-from .errors import NdirInputError
+from .errors import NdirInputError, rebuild_advice
 from .preprocess import MAX_WIDTH
 from .projection import load_projector, projection_cost
 
@@ -93,7 +93,7 @@ def npz_kind(path):
         raise NdirInputError(
             f"{path}: numpy cannot read it as an .npz file; pass a codebook or a "
             "projector written by the workflow (if the workflow wrote this one, it is "
-            "cut short or damaged: delete it and run the workflow again)"
+            f"cut short or damaged: {rebuild_advice(path)})"
         ) from None
     if kind is not None:
         return kind

@@ -9,7 +9,7 @@ import zipfile
 
 import numpy as np
 
-from ndir.errors import NdirInputError
+from ndir.errors import NdirInputError, rebuild_advice
 
 #: What each kind of model file holds, as the errors name it.
 KINDS = {
@@ -44,7 +44,7 @@ def read_model_file(path, kind, keys):
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         raise NdirInputError(
             f"{path}: not a {what}: numpy cannot read it as an .npz file (if the workflow wrote it, "
-            "it is cut short or damaged: delete it and run the workflow again)"
+            f"it is cut short or damaged: {rebuild_advice(path)})"
         ) from None
     found = str(arrays["kind"]) if "kind" in arrays else "none"
     if found != kind:

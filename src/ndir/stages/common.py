@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from ..atomic import atomic_output
-from ..errors import NdirInputError, ResultFileError
+from ..errors import NdirInputError, ResultFileError, rebuild_advice
 
 logger = logging.getLogger(__name__)
 
@@ -173,8 +173,7 @@ def read_result(path, load=np.load, **kwargs):
         raise
     except _UNREADABLE as error:
         raise ResultFileError(
-            f"{path}: unreadable ({type(error).__name__}: {error}), cut short or damaged; "
-            "delete it and run the workflow again to write it anew"
+            f"{path}: unreadable ({type(error).__name__}: {error}), cut short or damaged; {rebuild_advice(path)}"
         ) from error
 
 
