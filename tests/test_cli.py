@@ -1,5 +1,6 @@
 """Tests of the `ndir` retrieval commands (index, query, info) through ndir.cli.main."""
 
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ from ndir.cli import main
 from ndir.projection import save_projector
 
 from .conftest import CELLS, STEP, TAU
+from .mounts import tmpfs
 
 
 def index_args(models, images, out, *extra):
@@ -176,30 +178,130 @@ def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa
     assert not out.exists()
 
 
-def test_usage_errors_exit_2(capsys):
-    for argv in (
+INDEX_ARGS = ["index", "x", "--codebook", "c", "--projector", "p", "-o", "o"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
         ["index"],
         ["query"],
         ["info"],
-        [
-            "index",
-            "x",
-            "--codebook",
-            "c",
-            "--projector",
-            "p",
-            "-o",
-            "o",
-            "--cell-sizes",
-            "4,x",
-        ],
-        ["index", "x", "--codebook", "c", "--projector", "p", "-o", "o", "-j", "0"],
+        [*INDEX_ARGS, "--cell-sizes", "4,x"],
+        [*INDEX_ARGS, "--cell-sizes", "4,0"],
+        [*INDEX_ARGS, "-j", "0"],
+        [*INDEX_ARGS, "--step", "0"],
+        [*INDEX_ARGS, "--max-width", "0"],
+        [*INDEX_ARGS, "--max-width", "wide"],
+        [*INDEX_ARGS, "--alpha", "0"],
+        [*INDEX_ARGS, "--alpha", "1.5"],
+        ["descriptors", "a.jpg", "--step", "-3"],
+        ["query", "idx", "q.jpg", "-k", "0"],
         ["build-embedded", "out", "--groups", "0"],
         ["build-embedded", "out", "--size", "63"],
-    ):
-        with pytest.raises(SystemExit) as stop:
-            main(argv)
-        assert stop.value.code == 2
+        ["build-embedded", "out", "--sibling-overlap", "0.95"],
+    ],
+)
+def test_usage_errors_exit_2_before_any_work(argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert "usage: ndir" in capsys.readouterr().err
+
+
+def test_the_smallest_valid_values_pass_the_parser():
+    from ndir.cli import build_parser
+
+    parse = build_parser().parse_args
+    args = parse([*INDEX_ARGS, "--step", "1", "--max-width", "1", "--alpha", "1", "-j", "1", "--cell-sizes", "1"])
+    assert (args.step, args.max_width, args.alpha, args.jobs, args.cell_sizes) == (1, 1, 1.0, 1, [1])
+    assert parse([*INDEX_ARGS, "--alpha", "0.001"]).alpha == 0.001
+    assert parse(["query", "idx", "q.jpg", "-k", "1"]).k == 1
+    args = parse(["build-embedded", "out", "--groups", "1", "--size", "64", "--sibling-overlap", "0.9"])
+    assert (args.groups, args.size, args.sibling_overlap) == (1, 64, 0.9)
+    assert parse(["build-embedded", "out", "--sibling-overlap", "0"]).sibling_overlap == 0.0
+
+
+def test_index_into_a_read_only_folder_fails_before_encoding(tiny_models, tmp_path, capsys, monkeypatch):  # noqa: F811
+    monkeypatch.setattr("ndir.index.build_index", lambda *a, **k: pytest.fail("encoded before checking -o"))
+    with tmpfs(tmp_path / "ro") as make_read_only:
+        make_read_only()
+        out = tmp_path / "ro" / "idx"
+        err = error_of(capsys, index_args(tiny_models, tiny_models["images"], out, "-q"))
+    assert err.startswith(f"ndir: error: {out}: cannot write the index there (Read-only file system)")
+    assert err.endswith("pass a folder you can write to (-o)")
+
+
+def test_query_show_into_a_read_only_folder_fails_before_querying(
+    tiny_models, index_dir, tmp_path, capsys, monkeypatch
+):  # noqa: F811
+    monkeypatch.setattr("ndir.index.query_index", lambda *a, **k: pytest.fail("queried before checking --show"))
+    query = str(tiny_models["table"]["path"].iloc[0])
+    with tmpfs(tmp_path / "ro") as make_read_only:
+        make_read_only()
+        figure = tmp_path / "ro" / "shown.png"
+        err = error_of(capsys, ["query", str(index_dir), query, "--show", str(figure)])
+    assert f"{figure}: cannot write the figure there (Read-only file system)" in err
+
+
+def test_a_figure_that_cannot_be_saved_is_one_line(tiny_models, index_dir, tmp_path, capsys, monkeypatch):  # noqa: F811
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("ndir.cli.show_queries", disk_full)
+    query = str(tiny_models["table"]["path"].iloc[0])
+    figure = tmp_path / "shown.png"
+    err = error_of(capsys, ["query", str(index_dir), query, "--show", str(figure)])
+    assert err == f"ndir: error: {figure}: cannot write the figure (No space left on device); " + (
+        "name a file in a folder you can write to"
+    )
+
+
+def test_rebuilding_an_index_on_a_full_disk_keeps_the_old_one(tiny_models, tmp_path, capsys):  # noqa: F811
+    query = str(tiny_models["table"]["path"].iloc[0])
+    with tmpfs(tmp_path / "disk", size="256k"):
+        out = tmp_path / "disk" / "idx"
+        assert main(index_args(tiny_models, tiny_models["images"], out, "-q")) == 0
+        capsys.readouterr()
+        assert main(["query", str(out), query, "--json"]) == 0
+        before = capsys.readouterr().out
+        # Fill the disk up to the last few kilobytes: the old index stays, a second copy does not fit.
+        with open(tmp_path / "disk" / "filler", "wb", buffering=0) as filler:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    filler.write(b"\0" * 4096)
+        assert main(index_args(tiny_models, tiny_models["images"], out, "-q")) == 1
+        # One line, no message of faiss's own beside it.
+        assert capsys.readouterr().err == (
+            f"ndir: error: {out}: cannot write the index (No space left on device); the old index is unchanged; "
+            "free some space or pass another folder (-o)\n"
+        )
+        assert main(["query", str(out), query, "--json"]) == 0
+        assert capsys.readouterr().out == before
+        assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["filler", "idx"]
+
+
+def test_an_index_whose_vectors_do_not_match_its_record_is_named(tiny_models, index_dir, tmp_path, capsys):  # noqa: F811
+    import faiss
+
+    query = str(tiny_models["table"]["path"].iloc[0])
+    damaged = Path(shutil.copytree(index_dir, tmp_path / "idx"))
+    stored = faiss.read_index(str(damaged / "index.faiss"))
+    wider = faiss.IndexFlatIP(stored.d + 1)
+    wider.add(np.zeros((stored.ntotal, stored.d + 1), np.float32))
+    faiss.write_index(wider, str(damaged / "index.faiss"))
+    err = error_of(capsys, ["query", str(damaged), query])
+    assert err == (
+        f"ndir: error: {damaged / 'index.faiss'}: holds vectors of {stored.d + 1} dimensions but meta.json "
+        f"records a projector of R = {stored.d}; the index is damaged, build it again with `ndir index`"
+    )
+    assert f"{damaged / 'index.faiss'}: holds vectors" in error_of(capsys, ["info", str(damaged)])
+    meta = json.loads((index_dir / "meta.json").read_text())
+    del meta["projector"]
+    (damaged / "meta.json").write_text(json.dumps(meta))
+    assert f"{damaged / 'meta.json'}: damaged, it has no projector record" in error_of(
+        capsys, ["query", str(damaged), query]
+    )
 
 
 def test_query_show_draws_the_queries_and_their_results(

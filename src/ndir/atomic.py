@@ -29,15 +29,45 @@ def atomic_output(path):
 
 @contextmanager
 def atomic_folder(folder):
-    """Yield a temporary folder beside ``folder``; replace ``folder`` by it on success."""
+    """Yield a temporary folder beside ``folder``; swap it in for ``folder`` on success.
+
+    ``folder`` is not touched until the new one is complete, so a failure while
+    writing (a full disk, an interrupted job) leaves the old contents working.
+    """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
         yield tmp
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        _swap_in(tmp, folder)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def _swap_in(new, folder):
+    """Move the folder ``new`` to ``folder``, replacing it: the old one is renamed
+    aside first and put back if the second rename fails, then deleted."""
+    if not folder.exists():
+        os.replace(new, folder)
+        return
+    # A folder may be renamed onto an empty one (POSIX rename), so the name is reserved.
+    old = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.old."))
+    os.replace(folder, old)
+    try:
+        os.replace(new, folder)
+    except BaseException:
+        os.replace(old, folder)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def check_writable(folder):
+    """Raise OSError (``Read-only file system``, ``Permission denied``, ...) unless a
+    file can be created in ``folder``, which is created if missing; call it before
+    long work whose result goes there."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".ndir-write-test.")
+    os.close(fd)
+    os.remove(probe)

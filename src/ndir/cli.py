@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .errors import NdirInputError
+from .errors import NdirInputError, os_reason
 
 # ndir.embedded's DEFAULT_VIEW_SIZE, MIN_VIEW_SIZE and DEFAULT_SIBLING_OVERLAP, without
 # importing it (OpenCV and pandas: half a second) for every command.
@@ -106,6 +106,17 @@ def _int_at_least(minimum):
 _positive_int = _int_at_least(1)
 
 
+def _exponent(text):
+    """An argparse type: a power-normalisation exponent in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
 def _figure_file(text):
     """An output figure path whose suffix matplotlib can write (png, pdf, svg, ...)."""
     from matplotlib.backend_bases import FigureCanvasBase
@@ -177,12 +188,8 @@ def _index(args):
 def _query(args):
     from .index import NearDuplicateIndex, query_index
 
-    if args.k < 1:
-        raise NdirInputError(f"-k {args.k}: the number of results must be at least 1")
-    if args.show is not None and not args.show.resolve().parent.is_dir():
-        raise NdirInputError(
-            f"{args.show}: its folder does not exist; create it or name another file"
-        )
+    if args.show is not None:
+        _check_figure_folder(args.show)
     index = NearDuplicateIndex.load(args.index)
     # With groups the figure prints each query's AP, which needs the whole ranking.
     labelled = args.show is not None and index.groups is not None
@@ -193,7 +200,13 @@ def _query(args):
                 f"{args.index}: no result to draw, the index holds no image but the "
                 "queries' own files; index the images to search among"
             )
-        show_queries(index, found, args.k, args.show)
+        try:
+            show_queries(index, found, args.k, args.show)
+        except OSError as error:
+            raise NdirInputError(
+                f"{args.show}: cannot write the figure ({os_reason(error)}); "
+                "name a file in a folder you can write to"
+            ) from None
         print(f"wrote {args.show}", file=sys.stderr)
     found = [{**record, "results": record["results"][: args.k]} for record in found]
     if args.json:
@@ -207,6 +220,24 @@ def _query(args):
         print(f"{'rank':>4}  {'score':>9}  image")
         for hit in record["results"]:
             print(f"{hit['rank']:>4}  {hit['score']:>9.5f}  {hit['path']}")
+
+
+def _check_figure_folder(path):
+    """NdirInputError unless a figure can be written to ``path``, before any work."""
+    from .atomic import check_writable
+
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise NdirInputError(
+            f"{path}: its folder does not exist; create it or name another file"
+        )
+    try:
+        check_writable(folder)
+    except OSError as error:
+        raise NdirInputError(
+            f"{path}: cannot write the figure there ({os_reason(error)}); "
+            "name a file in a folder you can write to"
+        ) from None
 
 
 def show_queries(index, found, k, path):
@@ -271,12 +302,12 @@ def _add_descriptor_options(parser):
     images: they must be those the codebook was fitted with."""
     parser.add_argument(
         "--max-width",
-        type=int,
+        type=_positive_int,
         default=512,
         help="resize images to at most this width (default: 512)",
     )
     parser.add_argument(
-        "--step", type=int, default=3, help="dense grid step in pixels (default: 3)"
+        "--step", type=_positive_int, default=3, help="dense grid step in pixels (default: 3)"
     )
     parser.add_argument(
         "--cell-sizes",
@@ -370,9 +401,9 @@ def build_parser():
     _add_descriptor_options(index)
     index.add_argument(
         "--alpha",
-        type=float,
+        type=_exponent,
         default=0.1,
-        help="power normalisation exponent (default: 0.1)",
+        help="power normalisation exponent, in (0, 1] (default: 0.1)",
     )
     index.add_argument(
         "--groups",
@@ -406,7 +437,7 @@ def build_parser():
         "images", nargs="+", metavar="IMAGE", help="query image files"
     )
     query.add_argument(
-        "-k", type=int, default=10, help="results per query (default: 10)"
+        "-k", type=_positive_int, default=10, help="results per query (default: 10)"
     )
     query.add_argument(
         "--json", action="store_true", help="print JSON instead of a table"

@@ -47,3 +47,15 @@ def rebuild_advice(path):
         "--configfile/--config options of your run, to write it anew; then your usual snakemake command "
         "brings what depends on it up to date"
     )
+
+
+def os_reason(error):
+    """The system's one-line reason for a failed file operation (``No space left on
+    device``, ``Read-only file system``): an OSError's ``strerror``, or the last
+    parenthesised part of a faiss RuntimeError, which quotes it after C++ details."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = " ".join(str(error).split())
+    if text.endswith(")") and "(" in text:
+        return text[text.rindex("(") + 1 : -1]
+    return text

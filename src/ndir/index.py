@@ -48,7 +48,8 @@ from .codebooks import FisherCodebook, VladCodebook
 from .data import IMAGE_SUFFIXES
 from .descriptors import CELL_SIZES, STEP, image_descriptors_with
 from .encoding import power_l2_normalise, single_threaded_blas_pool
-from .errors import NdirInputError, rebuild_advice
+from .atomic import atomic_folder, check_writable
+from .errors import NdirInputError, os_reason, rebuild_advice
 from .preprocess import MAX_WIDTH
 from .projection import load_projector, projection_cost
 
@@ -293,7 +294,8 @@ def load_encoder(
 
 def check_index_folder(folder):
     """``folder`` as a Path if an index may be written there: new, empty or an ndir
-    index (which is replaced); NdirInputError otherwise. Call it before encoding."""
+    index (which is replaced), in a folder this process can write to;
+    NdirInputError otherwise. Call it before encoding."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise NdirInputError(
@@ -304,6 +306,15 @@ def check_index_folder(folder):
             f"{folder}: folder exists and is not an ndir index; "
             "pass a new or empty folder for the index (-o)"
         )
+    # The new index is written beside the old one and swapped in (save), so it is
+    # the parent folder that must take new files.
+    try:
+        check_writable(folder.absolute().parent)
+    except OSError as error:
+        raise NdirInputError(
+            f"{folder}: cannot write the index there ({os_reason(error)}); "
+            "pass a folder you can write to (-o)"
+        ) from None
     return folder
 
 
@@ -380,22 +391,35 @@ class NearDuplicateIndex:
     def save(self, folder):
         """Write ``index.faiss``, ``images.csv`` and ``meta.json`` into ``folder``.
 
-        An existing folder is reused only if it is empty or an ndir index.
+        An existing folder is reused only if it is empty or an ndir index. The new
+        index is written into a folder beside it and swapped in when complete
+        (:func:`ndir.atomic.atomic_folder`): if writing fails (a full disk, say),
+        the old index is left as it was and NdirInputError says why.
         """
         import faiss
 
         folder = check_index_folder(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        faiss.write_index(self.index, str(folder / INDEX_FILE))
-        table = pd.DataFrame({"path": self.paths, "norm": self.norms})
-        if self.groups is not None:
-            table["group"] = pd.array(self.groups, dtype=_group_dtype(self.groups))
-        table.to_csv(folder / IMAGES_FILE, index=False)
-        with open(folder / META_FILE, "w") as handle:
-            json.dump(
-                {**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True
-            )
-            handle.write("\n")
+        try:
+            with atomic_folder(folder) as tmp:
+                # Through Python's file: a full disk is an OSError, not faiss's
+                # RuntimeError and a C++ line on stderr.
+                with open(tmp / INDEX_FILE, "wb") as handle:
+                    faiss.write_index(self.index, faiss.PyCallbackIOWriter(handle.write))
+                table = pd.DataFrame({"path": self.paths, "norm": self.norms})
+                if self.groups is not None:
+                    table["group"] = pd.array(self.groups, dtype=_group_dtype(self.groups))
+                table.to_csv(tmp / IMAGES_FILE, index=False)
+                with open(tmp / META_FILE, "w") as handle:
+                    json.dump(
+                        {**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True
+                    )
+                    handle.write("\n")
+        except OSError as error:
+            kept = "the old index is unchanged" if (folder / META_FILE).is_file() else "nothing was written"
+            raise NdirInputError(
+                f"{folder}: cannot write the index ({os_reason(error)}); {kept}; "
+                "free some space or pass another folder (-o)"
+            ) from None
 
     @classmethod
     def load(cls, folder):
@@ -432,6 +456,19 @@ class NearDuplicateIndex:
             raise NdirInputError(
                 f"{folder}: damaged index ({error}); build it again with `ndir index`"
             ) from None
+        try:
+            n_components = int(meta["projector"]["n_components"])
+        except (KeyError, TypeError, ValueError):
+            raise NdirInputError(
+                f"{folder / META_FILE}: damaged, it has no projector record; "
+                "build the index again with `ndir index`"
+            ) from None
+        if index.d != n_components:
+            raise NdirInputError(
+                f"{folder / INDEX_FILE}: holds vectors of {index.d} dimensions but "
+                f"{META_FILE} records a projector of R = {n_components}; the index is "
+                "damaged, build it again with `ndir index`"
+            )
         if index.ntotal != len(table):
             raise NdirInputError(
                 f"{folder}: {INDEX_FILE} holds {index.ntotal} vectors but {IMAGES_FILE} "
