@@ -1,12 +1,23 @@
 """The retrievals figure: its drawing (ndir.figures) and its stage (ndir.stages.report)."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
 
 from ndir.evaluation import holidays_map, misses_near_duplicates, top_k
-from ndir.figures import FRAME_COLOURS, QUERY_COLOUR, _figure, _wrapped_title, frame_colour, retrievals_figure, thumbnail
+from ndir.figures import (
+    FRAME_COLOURS,
+    QUERY_COLOUR,
+    _drawable,
+    _figure,
+    _wrapped_title,
+    frame_colour,
+    retrievals_figure,
+    thumbnail,
+)
 from ndir.encoding import l2_normalise_rows
 from ndir.projection import PCAProjection, load_projector, save_projector
 from ndir.stages import report
@@ -99,6 +110,67 @@ def test_a_title_wider_than_its_figure_is_broken_into_lines_that_fit(width):
     # A title that fits keeps its line and the figure its height.
     assert (n_lines == 1) == (width == 12.0)
     assert fig.get_figheight() == pytest.approx(3.0 + 1.2 * 9 / 72 * (n_lines - 1))
+
+
+TITLE = "Queries (blue) and their top 3; green: near duplicate, red: not, grey: no group; AP over the whole index"
+
+
+def drawn_figure(monkeypatch):
+    """Keep the Figure that the next ndir.figures call draws, to measure its artists."""
+    drawn = []
+
+    def keep(**kwargs):
+        drawn.append(_figure(**kwargs))
+        return drawn[-1]
+
+    monkeypatch.setattr("ndir.figures._figure", keep)
+    return drawn
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_a_long_title_stays_above_the_column_numbers(photos, tmp_path, monkeypatch, k):
+    drawn = drawn_figure(monkeypatch)
+    queries = [{"query": photos[0], "methods": [{"name": "sparse", "results": photos[1 : 1 + k]}]}]
+    retrievals_figure(queries, [tmp_path / "x.png"], title=TITLE)
+    fig = drawn[0]
+    (title,) = [text for text in fig.subfigs[0].texts if text.get_text().split() == TITLE.split()]
+    numbers = [ax.title for ax in fig.subfigs[1].axes if ax.get_title()]
+    assert [number.get_text() for number in numbers] == [str(rank) for rank in range(1, k + 1)]
+    bottom = title.get_window_extent().y0
+    assert all(number.get_window_extent().y1 <= bottom for number in numbers)
+    assert title.get_window_extent().width <= fig.bbox.width
+
+
+def test_file_names_no_font_draws_are_question_marks_and_one_warning(photos, tmp_path, caplog, monkeypatch):
+    drawn = drawn_figure(monkeypatch)
+    queries = [{"query": photos[0], "label": "東京タワー.jpg", "methods": [{"name": "m", "results": photos[1:3]}]}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns once per missing glyph
+        retrievals_figure(queries, [tmp_path / "x.png", tmp_path / "x.pdf"])
+    label = drawn[0].subfigs[0].axes[0].get_xlabel()
+    if label == "東京タワー.jpg":
+        pytest.skip("an installed font draws CJK here")
+    assert label == "?????.jpg"
+    assert "install a font that has them (fonts-noto-cjk" in caplog.text and "東京タワー.jpg" in caplog.text
+
+
+def test_characters_the_default_font_lacks_are_drawn_with_an_installed_font_that_has_them():
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    default = font_manager.findfont(font_manager.FontProperties())
+    has = set(FT2Font(default).get_charmap())
+    for font in sorted(font_manager.fontManager.ttflist, key=lambda font: font.name):
+        extra = [c for c in map(chr, FT2Font(font.fname).get_charmap()) if ord(c) not in has and c.isprintable()]
+        if extra and "Last Resort" not in font.name:
+            break
+    else:
+        pytest.skip("no installed font has a character the default font lacks")
+    text, families = _drawable(f"photo {extra[0]}.jpg")
+    assert text == f"photo {extra[0]}.jpg"
+    assert families[0] == font_manager.FontProperties(fname=default).get_name() and len(families) == 2
+    assert ord(extra[0]) in FT2Font(font_manager.findfont(families[1])).get_charmap()
+    assert _drawable("photo.jpg")[1] == families[:1]
 
 
 def test_retrievals_figure_without_labels_draws_no_green_or_red(photos, tmp_path):

@@ -8,12 +8,16 @@ iteration with ``objective`` and, every few steps, ``{train,test}_map_{dot,l2}``
 Figures 2-4 each take a list of ``(signature, R, tau, history)`` tuples.
 """
 
+import functools
 import itertools
+import logging
 import textwrap
 
 import numpy as np
-from matplotlib import rcParams
+from matplotlib import font_manager, ft2font, rcParams
 from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
 
 #: Scoring of Figures 2b and 3b: the similarity the projectors are trained for.
 SCORING = "dot"
@@ -217,6 +221,45 @@ def thumbnail(path, size=160):
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _charmap(font_file):
+    """The code points the font file ``font_file`` has glyphs for."""
+    return frozenset(ft2font.FT2Font(font_file).get_charmap())
+
+
+def _drawable(text):
+    """``text`` and the font families that draw it: matplotlib's default first, then
+    installed fonts for the characters it lacks (the CJK of a file name, say), which
+    matplotlib falls back to. A character no installed font has becomes ``?``, with a
+    warning that says what to install, rather than a box and a warning per glyph."""
+    default = font_manager.findfont(font_manager.FontProperties())
+    missing = {c for c in text if c.isprintable() and ord(c) not in _charmap(default)}
+    families = [font_manager.FontProperties(fname=default).get_name()]
+    # Last Resort draws every code point as a box naming its block: no better than "?".
+    candidates = sorted(
+        {(font.name, font.fname) for font in font_manager.fontManager.ttflist if "Last Resort" not in font.name}
+    )
+    for name, font_file in candidates:
+        if not missing:
+            break
+        try:
+            covered = {c for c in missing if ord(c) in _charmap(font_file)}
+        except (OSError, RuntimeError):  # a font file FreeType cannot read
+            continue
+        if covered and name not in families:
+            families.append(name)
+            missing -= covered
+    if missing:
+        logger.warning(
+            "no installed font draws %s of %r; drawn as '?': install a font that has them "
+            "(fonts-noto-cjk for Chinese, Japanese and Korean)",
+            "".join(sorted(missing)),
+            text,
+        )
+        text = "".join("?" if c in missing else c for c in text)
+    return text, families
+
+
 def _show_image(ax, path, colour, size):
     pixels = thumbnail(path, size)
     if pixels is None:
@@ -268,15 +311,29 @@ def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
     cell = 1.1
     width_ratios = [1.5, 1.3] + [1.0] * k
     heights = [max(len(q["methods"]), 1) for q in queries]
-    fig = _figure(figsize=(cell * sum(width_ratios), cell * sum(heights) + (0.4 if title else 0.0)))
-    bands = fig.subfigures(len(queries), 1, height_ratios=heights, squeeze=False)[:, 0]
+    fig = _figure(figsize=(cell * sum(width_ratios), cell * sum(heights)))
+    ratios = [cell * h for h in heights]  # inches
+    if title:
+        # The title gets a band of its own above the queries' (a suptitle would be
+        # drawn over the first band's column numbers once it takes two lines).
+        ratios.insert(0, 0.15 + _LINE_HEIGHT * 9 / 72)
+        fig.set_figheight(sum(ratios))
+    # Ratios in whole points: fractional ones leave the last band's edge at -1e-16,
+    # written "-0" in the PDF one run and "0" the next.
+    band_grid = fig.add_gridspec(
+        len(ratios), 1, height_ratios=_points(ratios), left=0, right=1, bottom=0, top=1, hspace=0
+    )
+    bands = [fig.add_subfigure(band_grid[i, 0]) for i in range(len(ratios))]
+    if title:
+        title_band, bands = bands[0], bands[1:]
     colours = []
     for band, query, n_rows in zip(bands, queries, heights):
         band.set_facecolor("#f2f2f2" if len(colours) % 2 else "white")
         grid = band.add_gridspec(n_rows, 2 + k, width_ratios=width_ratios)
         query_ax = band.add_subplot(grid[:, 0])
         _show_image(query_ax, query["query"], QUERY_COLOUR, thumb_size)
-        query_ax.set_xlabel(query.get("label", "query"), fontsize=7)
+        label, families = _drawable(query.get("label", "query"))
+        query_ax.set_xlabel(label, fontsize=7, family=families)
         rows = []
         for row, method in enumerate(query["methods"]):
             label_ax = band.add_subplot(grid[row, 1])
@@ -301,21 +358,37 @@ def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
             rows.append(cells)
         colours.append(rows)
     if title:
-        _wrapped_title(fig, title, fontsize=9)
+        text = title_band.text(0.5, 0.5, title, ha="center", va="center", fontsize=9)
+        n_lines = _wrap_to(text, 0.95 * fig.bbox.width)
+        ratios[0] += _LINE_HEIGHT * 9 / 72 * (n_lines - 1)
+        fig.set_figheight(sum(ratios))
+        band_grid.set_height_ratios(_points(ratios))
     for path in outputs:
         fig.savefig(str(path), dpi=dpi, metadata=_metadata(path))
     return colours
 
 
+def _points(inches):
+    return [round(72 * length) for length in inches]
+
+
 def _wrapped_title(fig, title, fontsize):
     """``fig``'s title, broken into lines where it is wider than the figure (a figure of
     few columns would cut it), the figure made taller by the lines added."""
-    text = fig.suptitle(title, fontsize=fontsize)
-    width = text.get_window_extent().width
-    available = 0.95 * fig.bbox.width
-    if width <= available:
-        return
-    lines = textwrap.wrap(title, max(10, int(len(title) * available / width)))
+    n_lines = _wrap_to(fig.suptitle(title, fontsize=fontsize), 0.95 * fig.bbox.width)
+    fig.set_figheight(fig.get_figheight() + _LINE_HEIGHT * fontsize / 72 * (n_lines - 1))
+
+
+_LINE_HEIGHT = 1.2  # of a line of text, in font sizes
+
+
+def _wrap_to(text, width):
+    """Break the text artist ``text`` into lines of at most ``width`` pixels; return
+    their number."""
+    title = text.get_text()
+    drawn = text.get_window_extent().width
+    if drawn <= width:
+        return 1
+    lines = textwrap.wrap(title, max(10, int(len(title) * width / drawn)))
     text.set_text("\n".join(lines))
-    line_height = 1.2 * fontsize / 72  # inches
-    fig.set_figheight(fig.get_figheight() + line_height * (len(lines) - 1))
+    return len(lines)
