@@ -158,8 +158,8 @@ def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa
     bad_query = tmp_path / "query.png"
     bad_query.write_bytes(b"garbage")
     assert str(bad_query) in error_of(capsys, ["query", str(index_dir), str(bad_query)])
-    assert str(tmp_path / "q.jpg") in error_of(
-        capsys, ["query", str(index_dir), str(tmp_path / "q.jpg")]
+    assert error_of(capsys, ["query", str(index_dir), str(tmp_path / "q.jpg")]) == (
+        f"ndir: error: {tmp_path / 'q.jpg'}: no such query image file; check the path"
     )
     assert "not an ndir index" in error_of(
         capsys, ["query", str(empty), str(bad_query)]
@@ -171,6 +171,12 @@ def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa
         capsys, ["query", str(models["codebook"]), str(bad_query)]
     )
     assert str(missing) in error_of(capsys, ["info", str(missing)])
+    history = tmp_path / "R8-tau0.9.csv"  # a training history: nothing damaged, nothing to delete
+    history.write_text("iteration,objective\n0,1.5\n")
+    assert error_of(capsys, ["info", str(history)]) == (
+        f"ndir: error: {history}: not an ndir model file; ndir info describes a codebook or a projector "
+        "(.npz, written by the workflow) or an index folder"
+    )
     (tmp_path / "occupied").mkdir()
     (tmp_path / "occupied" / "notes.txt").write_text("mine")
     err = error_of(capsys, index_args(models, models["images"], tmp_path / "occupied"))

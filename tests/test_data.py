@@ -144,6 +144,27 @@ def test_read_gray_bad_files(tmp_path, name, content, message):
     assert str(path) in str(info.value)
 
 
+def test_read_gray_an_image_past_pillows_size_limit_is_called_too_large(tmp_path):
+    """A PNG whose header claims 15000 x 15000 pixels (Pillow refuses above about 179 M):
+    too large, not corrupt, and the fix says so."""
+    import struct
+    import zlib
+
+    small = tmp_path / "small.png"
+    Image.new("L", (8, 8)).save(small)
+    data = bytearray(small.read_bytes())
+    header = struct.pack(">II", 15000, 15000) + bytes(data[24:29])  # IHDR: width, height, the rest
+    data[16:29] = header
+    data[29:33] = struct.pack(">I", zlib.crc32(b"IHDR" + header))
+    huge = tmp_path / "huge.png"
+    huge.write_bytes(bytes(data))
+    with pytest.raises(ImageReadError) as info:
+        read_gray(huge)
+    message = str(info.value)
+    assert message.startswith(f"{huge}: too large to decode safely (Image size (225000000 pixels) exceeds limit")
+    assert "shrink it" in message and "corrupt" not in message
+
+
 def test_read_gray_missing_file_and_folder(tmp_path):
     with pytest.raises(ImageReadError, match="not found") as info:
         read_gray(tmp_path / "missing.jpg")

@@ -11,9 +11,10 @@ import pytest
 
 from ndir.errors import ConfigError, DatasetError
 from ndir.atomic import atomic_output
+from ndir.data import build_embedded_dataset
 from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.baseline import table1
-from ndir.stages.data import index_dataset
+from ndir.stages.data import index_dataset, input_summary
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 
@@ -29,13 +30,13 @@ def _write_holidays(folder, n_groups, per_group=3, size=(96, 128)):
     return folder
 
 
-def _index(folder, tmp_path, max_dim=4, keep_together=None):
+def _index(folder, tmp_path, max_dim=4, keep_together=None, kind="holidays"):
     outputs = {name: str(tmp_path / f"out/{name}") for name in ("images.csv", "skipped.csv", "report.json")}
     index_dataset(
         images=outputs["images.csv"],
         skipped=outputs["skipped.csv"],
         report=outputs["report.json"],
-        kind="holidays",
+        kind=kind,
         root=str(folder),
         train_fraction=0.5,
         keep_together=keep_together,
@@ -89,6 +90,20 @@ def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):
     assert report["n_files_ignored"] >= 1
     assert not set(images["image_id"]) & {"100102", "100201"}
     assert "100102.jpg" in caplog.text
+    # The line the workflow prints on the console at the end of the run.
+    listing = tmp_path / "out/skipped.csv"
+    assert input_summary(tmp_path / "out/report.json", listing) == (
+        f"ndir: {len(images)} images of {folder} used; {report['n_images_skipped']} skipped as unusable and "
+        f"{report['n_files_ignored']} other files ignored, each listed with its reason in {listing}"
+    )
+    assert len(pd.read_csv(listing)) == report["n_images_skipped"] + report["n_files_ignored"]
+
+
+def test_a_data_set_with_nothing_left_out_adds_no_line_to_the_console(tmp_path):
+    _write_holidays(tmp_path / "holidays", n_groups=4)
+    _index(tmp_path / "holidays", tmp_path)
+    assert input_summary(tmp_path / "out/report.json", tmp_path / "out/skipped.csv") is None
+    assert input_summary(tmp_path / "absent.json", tmp_path / "out/skipped.csv") is None
 
 
 def test_too_few_training_images_names_the_key(tmp_path):
@@ -97,10 +112,16 @@ def test_too_few_training_images_names_the_key(tmp_path):
         _index(folder, tmp_path, max_dim=32)
     # 2 training groups of 3 images: N = 6; R = N - 1 = 5 is refused (the centred matrix
     # has rank N - 1 at most), R = N - 2 = 4 passes.
-    with pytest.raises(ConfigError, match=r"R = 5 needs at least R \+ 2 = 7"):
+    with pytest.raises(ConfigError, match=r"R = 5 needs at least R \+ 2 = 7") as refused:
         _index(folder, tmp_path, max_dim=5)
+    # The advice fits the data set: a folder of the user's, not the embedded set's key.
+    assert str(refused.value).endswith("use a larger data set (dataset.path) or smaller dims")
     images, _, _ = _index(folder, tmp_path, max_dim=4)
     assert (images["split"] == "train").sum() == 6
+    embedded = build_embedded_dataset(tmp_path / "embedded", n_groups=4, seed=0, view_size=96)
+    with pytest.raises(ConfigError) as refused:
+        _index(tmp_path / "embedded", tmp_path, max_dim=len(embedded), kind="embedded")
+    assert str(refused.value).endswith("use more groups (embedded.n_groups) or smaller dims")
 
 
 def test_missing_folder_names_it(tmp_path):

@@ -188,6 +188,9 @@ def _index(args):
 def _query(args):
     from .index import NearDuplicateIndex, query_index
 
+    for image in args.images:
+        if not Path(image).is_file():
+            raise NdirInputError(f"{image}: no such query image file; check the path")
     if args.show is not None:
         _check_figure_folder(args.show)
     index = NearDuplicateIndex.load(args.index)

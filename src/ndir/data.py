@@ -162,7 +162,13 @@ def read_gray(path):
             path,
             "not an image file that Pillow can decode (JPEG, PNG, TIFF, BMP, WebP, ...); convert it, or remove it from the image folder",
         ) from None
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+    except Image.DecompressionBombError as error:
+        raise ImageReadError(
+            path,
+            f"too large to decode safely ({error}); shrink it (descriptors are computed on images "
+            "at most 512 px wide by default), or remove it from the image folder",
+        ) from None
+    except (OSError, SyntaxError, ValueError) as error:
         raise ImageReadError(
             path, f"cannot decode the image ({error}): the file is truncated or corrupt; download or export it again"
         ) from None

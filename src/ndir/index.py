@@ -708,6 +708,12 @@ def describe(path):
             "alpha": meta["alpha"],
             "ndir_version": meta["ndir_version"],
         }
+    if path.is_file() and path.suffix != ".npz" and not zipfile.is_zipfile(path):
+        # A table or figure of the run, say: nothing damaged, nothing to rebuild.
+        raise NdirInputError(
+            f"{path}: not an ndir model file; ndir info describes a codebook or a projector "
+            "(.npz, written by the workflow) or an index folder"
+        )
     kind = npz_kind(path)
     if kind == "projector":
         U, meta = load_projector(path)

@@ -1,6 +1,8 @@
 """Stages of ``workflow/rules/data.smk``: build the embedded set, scan, check and split a data set."""
 
+import json
 import logging
+from pathlib import Path
 
 import pandas as pd
 
@@ -8,7 +10,7 @@ from .. import data
 from ..atomic import atomic_folder
 from ..descriptors import min_image_size
 from ..errors import ConfigError, DatasetError
-from .common import write_csv, write_json
+from .common import read_result, write_csv, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,8 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
         raise ConfigError(
             f"baseline.dims / sparse.dims / sparse.convergence_dim: the training split holds {n_train} images, but PCA to R = {max_dim} "
             f"needs at least R + 2 = {max_dim + 2} (the centred training matrix has rank N - 1 at most); "
-            "use a larger data set (embedded.n_groups) or smaller dims"
+            + ("use more groups (embedded.n_groups)" if kind == "embedded" else "use a larger data set (dataset.path)")
+            + " or smaller dims"
         )
     summary = {
         "kind": kind,
@@ -94,6 +97,23 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
         logger.info("the files ignored or skipped, with reasons: %s", skipped)
     write_json(summary, report)
     logger.info("data set: %s", summary)
+
+
+def input_summary(report, listing):
+    """The console's line at the end of a run, when input files were left out: how many
+    images were skipped as unusable and how many other files ignored, and the file
+    ``listing`` (skipped.csv) that names them; None when none were. ``report`` is
+    the data set's ``report.json`` (:func:`index_dataset`), absent before it is written."""
+    if not Path(report).is_file():
+        return None
+    summary = read_result(report, load=lambda path: json.loads(Path(path).read_text()))
+    skipped, ignored = summary["n_images_skipped"], summary["n_files_ignored"]
+    if not skipped and not ignored:
+        return None
+    return (
+        f"ndir: {summary['n_images']} images of {summary['root']} used; {skipped} skipped as unusable and "
+        f"{ignored} other files ignored, each listed with its reason in {listing}"
+    )
 
 
 def descriptors_min_size(params):
