@@ -92,9 +92,10 @@ def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):
     assert "100102.jpg" in caplog.text
     # The line the workflow prints on the console at the end of the run.
     listing = tmp_path / "out/skipped.csv"
+    assert (report["n_images_skipped"], report["n_files_ignored"]) == (2, 3)
     assert input_summary(tmp_path / "out/report.json", listing) == (
-        f"ndir: {len(images)} images of {folder} used; {report['n_images_skipped']} skipped as unusable and "
-        f"{report['n_files_ignored']} other files ignored, each listed with its reason in {listing}"
+        f"ndir: {len(images)} images of {folder} used; 2 skipped as unusable and 3 other files ignored, "
+        f"each listed with its reason in {listing}"
     )
     assert len(pd.read_csv(listing)) == report["n_images_skipped"] + report["n_files_ignored"]
 

@@ -112,7 +112,7 @@ def input_summary(report, listing):
         return None
     return (
         f"ndir: {summary['n_images']} images of {summary['root']} used; {skipped} skipped as unusable and "
-        f"{ignored} other files ignored, each listed with its reason in {listing}"
+        f"{ignored} other file{'' if ignored == 1 else 's'} ignored, each listed with its reason in {listing}"
     )
 
 
