@@ -97,6 +97,23 @@ def test_a_path_with_the_embedded_set_is_an_error_not_ignored():
         check_config(config)
 
 
+@pytest.mark.parametrize("kind", ["holidays", "ukbench"])
+def test_holidays_and_ukbench_without_a_path_are_fetched_first(tmp_path, kind):
+    config = default_config()
+    config["dataset"] = {**config["dataset"], "kind": kind, "path": None}
+    check_config(config)
+    plan = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / f"configs/{kind}.yaml"), check=False)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "rule fetch_dataset:" in plan.stdout and f"data/{kind}/images" in plan.stdout
+
+
+def test_folders_need_a_path():
+    config = default_config()
+    config["dataset"] = {**config["dataset"], "kind": "folders", "path": None}
+    with pytest.raises(ConfigError, match="dataset.path: required when dataset.kind is 'folders'; set it to the folder"):
+        check_config(config)
+
+
 def test_command_line_value_of_the_wrong_type_is_named(tmp_path):
     bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), "--config", "dataset={train_fraction: half}", check=False)
     assert bad.returncode != 0 and "'half' is not of type 'number'" in bad.stdout + bad.stderr

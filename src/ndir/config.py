@@ -153,12 +153,12 @@ def check_config(config):
             "(the set built from the photos shipped with ndir); set dataset.kind to "
             "holidays, ukbench or folders to use these images, or drop dataset.path"
         )
-    if dataset["kind"] != "embedded":
-        if not dataset.get("path"):
-            raise ConfigError(
-                f"dataset.path: required when dataset.kind is {dataset['kind']!r}; "
-                "set it to the folder holding the images"
-            )
+    if dataset["kind"] == "folders" and not dataset.get("path"):
+        raise ConfigError(
+            "dataset.path: required when dataset.kind is 'folders'; set it to the folder holding "
+            "one sub-folder per group"
+        )
+    if dataset["kind"] != "embedded" and dataset.get("path"):
         if not Path(dataset["path"]).is_dir():
             raise ConfigError(
                 f"dataset.path: {dataset['path']!r} is not a folder; "

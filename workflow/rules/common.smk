@@ -60,16 +60,46 @@ def shard_files(stem="results/signatures/shards/"):
     return [f"{stem}{s}.npz" for s in range(n_shards)]
 
 
+def fetched():
+    """Whether the data set is downloaded (by fetch_dataset: Holidays or UKBench
+    without dataset.path)."""
+    return (
+        config["dataset"]["kind"] in ("holidays", "ukbench")
+        and not config["dataset"]["path"]
+    )
+
+
+def fetch_paths():
+    """Where fetch_dataset writes, under <download.folder>/<kind>/: the archives,
+    the unpacked images and the record of the archives (URL, bytes, SHA-256)."""
+    folder = f"{config['download']['folder']}/{config['dataset']['kind']}"
+    return {
+        "archives": f"{folder}/archives",
+        "images": f"{folder}/images",
+        "record": f"{folder}/download.json",
+    }
+
+
 def dataset_images(wildcards):
-    """The embedded set is built by a rule; a real data set is read in place."""
+    """The embedded set is built by a rule, Holidays and UKBench without a path are
+    fetched by one; a folder of the user's is read in place."""
     if config["dataset"]["kind"] == "embedded":
-        return "results/data/embedded"
+        return ["results/data/embedded"]
+    if fetched():
+        return [fetch_paths()["images"], fetch_paths()["record"]]
     return []
+
+
+def download_record():
+    """The fetched data set's record of its archives; None when it is not fetched."""
+    return fetch_paths()["record"] if fetched() else None
 
 
 def dataset_root():
     if config["dataset"]["kind"] == "embedded":
         return "results/data/embedded"
+    if fetched():
+        return fetch_paths()["images"]
     return config["dataset"]["path"]
 
 

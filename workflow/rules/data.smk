@@ -24,6 +24,28 @@ rule build_embedded_dataset:
         "../scripts/build_embedded_dataset.py"
 
 
+rule fetch_dataset:
+    output:
+        images=directory(fetch_paths()["images"]),
+        record=fetch_paths()["record"],
+    log:
+        "logs/fetch_dataset.log",
+    benchmark:
+        "benchmarks/rules/fetch_dataset.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=600,
+    params:
+        archives=fetch_paths()["archives"],
+        kind=config["dataset"]["kind"],
+        source=lambda wildcards: config["download"][config["dataset"]["kind"]],
+    script:
+        "../scripts/fetch_dataset.py"
+
+
 rule index_dataset:
     input:
         dataset_images,
@@ -48,6 +70,7 @@ rule index_dataset:
         keep_together=keep_together(),
         seed=config["seed"],
         descriptors=descriptor_params(),
+        download_record=download_record(),
         max_dim=max(
             config["baseline"]["dims"]
             + config["sparse"]["dims"]

@@ -31,7 +31,9 @@ def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, sibling_o
     logger.info("built %d images in %d groups into %s", len(table), table["group"].nunique(), folder)
 
 
-def index_dataset(images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, max_dim):
+def index_dataset(
+    images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, max_dim, download_record=None
+):
     """Scan, check and split a data set; write the image table and a data report.
 
     Parameters
@@ -53,6 +55,9 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
         Descriptor parameters; images too small for one patch are skipped.
     max_dim : int
         Largest PCA output dimension asked for: the training split must hold more images.
+    download_record : str or None
+        The JSON record of a fetched data set's archives (:func:`fetch_dataset`), copied
+        into the report as ``download``, so that ``run_info.json`` keeps their SHA-256.
     """
     table, ignored = data.scan_dataset(kind, root)
     kept, skipped_rows = data.validate_images(table, min_size=descriptors_min_size(descriptors))
@@ -86,6 +91,7 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
         "n_images": int(len(split)),
         "n_groups": int(split["group"].nunique()),
         "kept_together": None if keep_together is None else keep_together["column"],
+        "download": None if download_record is None else json.loads(Path(download_record).read_text()),
         "splits": {
             name: {"n_groups": int(part["group"].nunique()), "n_images": int(len(part))}
             for name, part in split.groupby("split")
@@ -97,6 +103,27 @@ def index_dataset(images, skipped, report, kind, root, train_fraction, keep_toge
         logger.info("the files ignored or skipped, with reasons: %s", skipped)
     write_json(summary, report)
     logger.info("data set: %s", summary)
+
+
+def fetch_dataset(images, record, archives, kind, source):
+    """Download the archives of ``source`` (``download.<kind>`` of the config) into the
+    folder ``archives``, unpack and check their images into the folder ``images`` and
+    write ``record`` (:func:`ndir.download.fetch_dataset`)."""
+    from ..download import fetch_dataset as fetch
+
+    entries = fetch(
+        source["urls"],
+        archives,
+        images,
+        record,
+        inside=source["folder_in_archive"],
+        kind=kind,
+        n_images=source["n_images"],
+        n_groups=source["n_groups"],
+        sha256=source["sha256"],
+    )
+    for entry in entries:
+        logger.info("%s: %d bytes, SHA-256 %s", entry["file"], entry["bytes"], entry["sha256"])
 
 
 def input_summary(report, listing):
