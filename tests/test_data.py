@@ -233,11 +233,26 @@ def test_scan_ukbench(tmp_path):
     _touch_images(tmp_path, names)
     (tmp_path / "index.html").write_text("<html/>")
     images, ignored = scan_dataset("ukbench", tmp_path)
-    assert images["group"].tolist() == [0] * 4 + [1] * 4 + [3, 3]
-    assert images["is_query"].tolist() == [True, False, False, False] * 2 + [True, False]
-    assert images["image_id"].iloc[8] == "UKBENCH00012"
-    reasons = dict(zip(ignored["image_id"], ignored["reason"]))
-    assert "no query" in reasons["ukbench00009"] and "naming" in reasons["index"]
+    assert images["group"].tolist() == [0] * 4 + [1] * 4 + [2] + [3, 3]
+    # UKBench's protocol: every image is a query, so no group lacks one.
+    assert images["is_query"].all()
+    assert images["image_id"].iloc[9] == "UKBENCH00012"
+    assert ignored["image_id"].tolist() == ["index"] and "naming" in ignored["reason"].iloc[0]
+
+
+def test_an_unreadable_ukbench_image_costs_its_group_only_itself(tmp_path):
+    """Every UKBench image is a query: one that cannot be read leaves its group's other
+    three, where a Holidays query that cannot be read takes its group with it."""
+    for i in range(8):
+        _write(tmp_path / "ukbench" / f"ukbench{i:05d}.jpg", _photo(64, 80))
+        _write(tmp_path / "holidays" / f"{100000 + 100 * (i // 4) + i % 4}.jpg", _photo(64, 80))
+    (tmp_path / "ukbench/ukbench00000.jpg").write_bytes(b"cut")
+    (tmp_path / "holidays/100000.jpg").write_bytes(b"cut")
+    kept, skipped = validate_images(scan_dataset("ukbench", tmp_path / "ukbench").images, min_size=16)
+    assert kept["image_id"].tolist() == [f"ukbench{i:05d}" for i in range(1, 8)]
+    assert skipped["image_id"].tolist() == ["ukbench00000"]
+    kept, skipped = validate_images(scan_dataset("holidays", tmp_path / "holidays").images, min_size=16)
+    assert kept["group"].tolist() == [1001] * 4 and len(skipped) == 4
 
 
 def test_scan_ukbench_refuses_numbers_not_of_five_digits(tmp_path):

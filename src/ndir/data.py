@@ -210,7 +210,8 @@ def scan_dataset(kind, root):
           the group.
         - ``"embedded"``: the same naming, in a folder written by
           :func:`build_embedded_dataset` (its ``views.csv`` is expected, not ignored).
-        - ``"ukbench"``: ``ukbench00000.jpg``; group = number // 4, query = number % 4 == 0.
+        - ``"ukbench"``: ``ukbench00000.jpg``; group = number // 4; every image is a
+          query (UKBench's protocol, scored by :func:`ndir.evaluation.ns_score` too).
           A number not of five digits (``ukbench0001.jpg``) is ignored.
         - ``"folders"``: ``root/<group>/<image>``; groups are the sub-folders holding
           images, numbered 0, 1, ... in sorted name order (the name is kept in an
@@ -299,7 +300,8 @@ def _scan_numbered_files(kind, entries):
             )
             continue
         number = int(match[1])
-        rows.append(_row(entry.stem, entry, number // span, number % span == 0))
+        # UKBench's protocol queries with every image; Holidays' with the first of a group.
+        rows.append(_row(entry.stem, entry, number // span, kind == "ukbench" or number % span == 0))
     return rows, ignored
 
 
@@ -399,8 +401,9 @@ def validate_images(images, min_size, n_jobs=1):
     An image is skipped when it cannot be decoded (:func:`read_gray` fails) or when
     its smaller side is below ``min_size`` pixels. Then, in this order:
 
-    1. a group whose query was skipped is skipped whole (the query defines the
-       group: in Holidays the other images are its matches);
+    1. a group whose queries were all skipped is skipped whole (the query defines
+       the group: in Holidays the other images are its matches; in UKBench, where
+       every image is a query, a group loses only its unreadable images);
     2. a group left with a single image is skipped (its query has no positive).
 
     Each skipped image is logged at WARNING.
@@ -426,7 +429,8 @@ def validate_images(images, min_size, n_jobs=1):
         reasons = list(pool.map(lambda path: _check_image(path, min_size), paths))
     reasons = pd.Series(reasons, index=images.index, dtype=object)
 
-    bad_query_groups = images.loc[images["is_query"] & reasons.notna(), ["group", "image_id"]]
+    usable_queries = (images["is_query"] & reasons.isna()).groupby(images["group"]).transform("any")
+    bad_query_groups = images.loc[images["is_query"] & reasons.notna() & ~usable_queries, ["group", "image_id"]]
     for group, query_id in bad_query_groups.itertuples(index=False):
         in_group = (images["group"] == group) & reasons.isna()
         reasons[in_group] = f"query {query_id} of group {group} was skipped; the query defines the group"

@@ -178,7 +178,8 @@ def holidays_map(X, groups, is_query, return_per_query=False):
     groups : (n_images,) int array
         Group label of each image (a query and its near duplicates).
     is_query : (n_images,) bool array
-        True for the query image of each group.
+        True for the queries: the first image of each group in Holidays, every image
+        in UKBench.
     return_per_query : bool
         Also return the AP of each query, in the order of ``np.flatnonzero(is_query)``.
 
@@ -198,6 +199,43 @@ def holidays_map(X, groups, is_query, return_per_query=False):
     query_rows = np.flatnonzero(is_query)
     scores = float64_inner(X[query_rows], X)
     return map_from_scores(scores, query_rows, groups, return_per_query)
+
+
+def ns_score(X, groups, is_query, depth=4, return_per_query=False):
+    """UKBench's N-S score (Nistér & Stewénius, CVPR 2006): the number of images of the
+    query's group among the first ``depth`` = 4 of its ranking, the query itself
+    counted, averaged over the queries; out of 4 on UKBench's groups of 4.
+
+    The query is counted as its own first result, as when it is searched for in a
+    database that holds it and matches itself best (always so for L2-normalised
+    signatures); the other ``depth - 1`` places go to the other images by decreasing
+    dot product, ties broken with negatives first as in :func:`map_from_scores`, so
+    the score cannot gain from ties either. Scores are summed in float64 as in
+    :func:`holidays_map`.
+
+    Parameters
+    ----------
+    X : (n_images, D) array, one signature per image.
+    groups : (n_images,) group labels.
+    is_query : (n_images,) bool; on UKBench every image is a query.
+    depth : int >= 1, places counted.
+    return_per_query : also return each query's count, in ``np.flatnonzero(is_query)`` order.
+
+    Returns
+    -------
+    float in [1, depth] (the mean count), and the (n_queries,) int counts when
+    ``return_per_query``.
+    """
+    X = np.asarray(X)
+    groups = np.asarray(groups).ravel()
+    query_rows = np.flatnonzero(np.asarray(is_query, dtype=bool).ravel())
+    scores = float64_inner(X[query_rows], X)
+    scores[np.arange(query_rows.size), query_rows] = -np.inf
+    positive = groups[None, :] == groups[query_rows][:, None]
+    top = np.lexsort((positive, -scores), axis=1)[:, : depth - 1]
+    counts = 1 + np.take_along_axis(positive, top, axis=1).sum(axis=1)
+    score = float(counts.mean())
+    return (score, counts) if return_per_query else score
 
 
 def recall_at_k(X, groups, ks=(1, 2, 4, 8), metric="dot"):
