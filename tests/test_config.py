@@ -129,3 +129,10 @@ def test_every_shipped_config_is_valid_on_top_of_the_default(tmp_path, name):
         config["dataset"]["path"] = str(tmp_path)
     validate(config, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
     check_config(config)
+
+
+def test_pq_bytes_that_are_no_whole_number_of_indices_are_named():
+    config = default_config()
+    config["baseline"]["pq"] = {"bytes": [8, 3], "nbits": 16, "subvector_dims": 2}
+    with pytest.raises(ConfigError, match=r"baseline.pq.bytes: \[3\] bytes are no whole number of 16-bit"):
+        check_config(config)

@@ -160,6 +160,8 @@ def test_html_report_holds_tables_and_figures(tiny_run):
         "fig2.png",
         "fig4.png",
         "seeds_comparison.png",
+        "frontier.png",
+        "frontier.csv",
         "run_info.json",
         "hardware.html",
     ):
@@ -376,3 +378,42 @@ def test_recall_at_1_of_the_seeds_comparison_is_recomputable(tiny_run):
     weighted = tfidf(counts["test"][0], inverse_document_frequency(counts["train"][0]))
     expected = 100 * recall_at_k((weighted @ weighted.T).toarray(), groups, (1,), "precomputed")[1]
     assert comparison.loc[("tf-idf", "tf-idf"), "Recall@1"] == pytest.approx(expected, abs=0.006)
+
+
+def test_baselines_beside_the_learned_projectors(tiny_run):
+    """Random sparse, Gaussian RP, whitened and thresholded PCA and PQ on every signature,
+    in the ablation, the seeds comparison and the frontier, recomputable from their records."""
+    ablation = pd.read_csv(tiny_run / "results/tables/table2_ablation.csv")
+    columns = ["Random sparse", "Random sparse s.d.", "Learned − random sparse", "Whitened PCA", "Gaussian RP"]
+    assert ablation[columns].notna().all().all() and ablation["Random sparse"].between(0, 100).all()
+    records = pd.read_csv(tiny_run / "results/evaluation/baselines/fv-8.csv")
+    # One record per seed of baseline.random_seeds (tiny: 2) for each random projection.
+    random = records[records["family"] == "random sparse τ=0.99"]
+    assert sorted(random.loc[random["R"] == 8, "seed"]) == [0, 1]
+    cell = ablation[(ablation["Sign."] == "FV-8") & (ablation["τ"] == "99%") & (ablation["R"] == 8)].iloc[0]
+    maps = 100 * random.loc[random["R"] == 8, "test_map"]
+    assert cell["Random sparse"] == pytest.approx(maps.mean(), abs=0.006)
+    assert cell["Random sparse s.d."] == pytest.approx(maps.std(ddof=1), abs=0.006)
+    # Thresholded PCA fitted by the baselines is the training's iteration 0.
+    thresholded = records[records["family"].str.startswith("thresholded PCA")]
+    assert len(thresholded) == 4
+    for row in thresholded.itertuples():
+        history = pd.read_csv(tiny_run / f"results/sparse/fv-8/R{row.R}-tau{row.tau:g}.csv")
+        assert row.test_map == pytest.approx(history["test_map_l2"].dropna().iloc[0], abs=1e-6)
+    table = pd.read_csv(tiny_run / "results/tables/seeds_comparison.csv").set_index(["Method", "Input"])
+    for method in ("whitened PCA R=8", "Gaussian RP R=16", "random sparse R=8 τ=0.99", "thresholded PCA R=16 τ=0.9"):
+        assert (method, "FV-8") in table.index and (method, "VLAD-8") in table.index
+    # PQ codes of baseline.pq.bytes (tiny: 2 and 4 at 4 bits); 4 R = 32, 64 bytes
+    # would need more sub-quantisers than the tiny training split has dimensions.
+    pq = table[table.index.get_level_values("Method").str.startswith("PQ")]
+    assert sorted(set(pq.index.get_level_values("Method"))) == ["PQ 2 B (PCA-8)", "PQ 4 B (PCA-16)"]
+    assert pq.loc[("PQ 2 B (PCA-8)", "FV-8"), "Bytes per db image"] == 2
+    frontier = pd.read_csv(tiny_run / "results/tables/frontier.csv")
+    assert set(frontier["Front by"]) == {"multiply-adds per query", "bytes per database image"}
+    by_bytes = frontier[frontier["Front by"] == "bytes per database image"]
+    # The cheapest point of a front is the cheapest of all; mAP rises along it.
+    assert by_bytes["Bytes per db image"].iloc[0] == table["Bytes per db image"].min()
+    assert by_bytes["Test mAP"].is_monotonic_increasing
+    assert "On the front by multiply-adds per query: " in (tiny_run / "results/tables/frontier.md").read_text()
+    for ext in ("png", "pdf"):
+        assert (tiny_run / f"results/figures/frontier.{ext}").stat().st_size > 10_000

@@ -1,8 +1,9 @@
 """Quality and cost at query time of the sparse similarity learners, side by side.
 
 Every method of the comparison (tf-idf, SOML-TG/DA, the sparse similarity matrix,
-PCA, the sparse rank projectors, and JCF with its second-order baselines) is summarised
-by one *record*: a dict with
+PCA, the sparse rank projectors, JCF with its second-order baselines, and the
+reductions of :mod:`ndir.baselines`: whitened and thresholded PCA, random projections,
+product quantisation) is summarised by one *record*: a dict with
 
 ``method``, ``signature``
     What was learned, on which input (``"tfidf"``, ``"fv-256"``...).
@@ -98,15 +99,18 @@ def database_bytes(X, sparse):
     return (8.0 if sparse else 4.0) * mean_nonzeros(X)
 
 
-def dense_projection_record(method, signature, n_features, n_components, n_database, test_map, train_s, recall):
-    """Record of a dense D x R projection (PCA): storage 4 D R (+ the 4 D mean);
-    ``recall`` the :func:`recalls` of its test signatures."""
+def dense_projection_record(
+    method, signature, n_features, n_components, n_database, test_map, train_s, recall, centred=True
+):
+    """Record of a dense D x R projection (PCA, whitening folded into its axes; a
+    Gaussian random projection with ``centred=False``): storage 4 D R, plus the 4 D
+    mean when ``centred``; ``recall`` the :func:`recalls` of its test signatures."""
     return {
         **recall,
         "method": method,
         "signature": signature,
         "query_dims": n_components,
-        "model_bytes": 4 * n_features * (n_components + 1),
+        "model_bytes": 4 * n_features * (n_components + int(centred)),
         "db_bytes_per_image": 4 * n_components,
         "madds_per_query": n_features * n_components + n_components * n_database,
         "test_map": test_map,
@@ -129,6 +133,46 @@ def sparse_projection_record(method, signature, cost, n_database, test_map, trai
         "test_map": test_map,
         "train_s": train_s,
     }
+
+
+def product_quantizer_record(
+    method, signature, n_features, n_components, n_subquantizers, nbits, n_database, test_map, train_s, recall
+):
+    """Record of a product-quantised PCA-R code scored by asymmetric distances (ADC).
+
+    Storage: the PCA (4 D (R + 1)) and the codebooks (``2**nbits`` centroids of
+    ``R / M`` float32 per sub-quantiser: 4 R 2**nbits bytes). A database image keeps
+    its code, ``ceil(M nbits / 8)`` bytes. A query costs its projection (D R), the
+    ADC tables (one multiply-add per centroid coordinate: R 2**nbits) and M table
+    look-ups added per database image.
+    """
+    return {
+        **recall,
+        "method": method,
+        "signature": signature,
+        "query_dims": n_components,
+        "model_bytes": 4 * n_features * (n_components + 1) + 4 * n_components * 2**nbits,
+        "db_bytes_per_image": -(-n_subquantizers * nbits // 8),
+        "madds_per_query": n_features * n_components + n_components * 2**nbits + n_subquantizers * n_database,
+        "test_map": test_map,
+        "train_s": train_s,
+    }
+
+
+def pareto_front(costs, maps):
+    """Which points no other point beats: a boolean mask, True where no point has a
+    cost at most this one's and a mAP at least this one's, one of them strictly.
+
+    Parameters
+    ----------
+    costs, maps : (n,) array-likes
+        Cost (lower is better: multiply-adds, bytes) and mAP (higher is better).
+    """
+    costs = np.asarray(costs, dtype=float)
+    maps = np.asarray(maps, dtype=float)
+    no_worse = (costs[None, :] <= costs[:, None]) & (maps[None, :] >= maps[:, None])
+    better = (costs[None, :] < costs[:, None]) | (maps[None, :] > maps[:, None])
+    return ~(no_worse & better).any(axis=1)
 
 
 def check_record(record):

@@ -183,6 +183,13 @@ def check_config(config):
                 f"{key}: {too_large} not below the smallest signature dimension "
                 f"({smallest}); use smaller output dimensions or larger codebooks"
             )
+    pq = config["baseline"]["pq"]
+    uneven = [b for b in pq["bytes"] if 8 * b % pq["nbits"]]
+    if uneven:
+        raise ConfigError(
+            f"baseline.pq.bytes: {uneven} bytes are no whole number of {pq['nbits']}-bit sub-quantiser "
+            "indices (8 x bytes must be a multiple of baseline.pq.nbits); change either"
+        )
 
     seeds = config["seeds"]
     if seeds["enabled"]:

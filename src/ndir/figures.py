@@ -104,7 +104,7 @@ def seeds_comparison_figure(records, stem):
     from .report import input_label, method_family
 
     records = records.assign(family=records["method"].map(method_family))
-    markers = dict(zip(sorted(records["family"].unique()), "osD^v<>pPX*h"))
+    markers = dict(zip(sorted(records["family"].unique()), itertools.cycle("osD^v<>pPX*h")))
     colours = dict(zip(sorted(records["signature"].unique()), rcParams["axes.prop_cycle"].by_key()["color"]))
     fig = _figure(figsize=(8, 5.5))
     ax = fig.subplots()
@@ -124,6 +124,56 @@ def seeds_comparison_figure(records, stem):
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="x-small", ncol=2, loc="best")
     _save(fig, stem)
+
+
+def frontier_figure(records, fronts, summaries, costs, stem):
+    """Test mAP (%) against each cost of ``costs`` (log scale), one panel each.
+
+    ``records``: the comparison's rows (see :mod:`ndir.comparison`), one marker per
+    method and setting, a colour per method family and a marker per input; ``fronts``
+    ``{cost: mask}`` of each panel's Pareto front, drawn as a step line through its
+    points (circled); ``summaries`` ``{cost: sentence}`` printed under the panels.
+    """
+    from .report import input_label, method_family
+
+    records = records.assign(family=records["method"].map(method_family))
+    families = sorted(records["family"].unique())
+    palette = [cm for name in ("tab20", "tab20b") for cm in _colours(name)]
+    colours = {family: palette[i % len(palette)] for i, family in enumerate(families)}
+    markers = dict(zip(sorted(records["signature"].unique()), itertools.cycle("osD^v<>pPX*h")))
+    fig = _figure(figsize=(14, 7.5))
+    grid = fig.add_gridspec(2, len(costs), height_ratios=[5, 1])
+    for i, (cost, unit) in enumerate(costs.items()):
+        ax = fig.add_subplot(grid[0, i])
+        for (family, signature), rows in records.groupby(["family", "signature"], sort=True):
+            ax.scatter(
+                rows[cost],
+                100 * rows["test_map"],
+                marker=markers[signature],
+                color=colours[family],
+                s=28,
+                label=f"{family} ({input_label(signature)})" if i == 0 else None,
+            )
+        front = records[fronts[cost]].sort_values(cost)
+        ax.plot(front[cost], 100 * front["test_map"], drawstyle="steps-post", color="black", lw=1.2, label=None)
+        ax.scatter(front[cost], 100 * front["test_map"], s=120, facecolors="none", edgecolors="black", lw=1.2)
+        ax.set_xscale("log")
+        ax.set(xlabel=f"{unit} (log scale)", ylabel="test mAP (%)")
+        ax.set_title(f"({'ab'[i]}) mAP against {unit}; Pareto front in black")
+        ax.grid(alpha=0.3, which="both")
+    fig.legend(loc="outside right upper", fontsize="xx-small", ncol=1)
+    text = fig.add_subplot(grid[1, :])
+    text.axis("off")
+    lines = [f"Front by {unit}: {summaries[cost]}." for cost, unit in costs.items()]
+    text.text(0, 1, "\n".join(textwrap.fill(line, 200) for line in lines), va="top", fontsize="x-small", wrap=True)
+    _save(fig, stem)
+
+
+def _colours(name):
+    from matplotlib import colormaps
+
+    cmap = colormaps[name]
+    return [cmap(j) for j in range(cmap.N)]
 
 
 #: Markers of the JCF figure's learned families (:data:`ndir.report.JCF_FAMILY_ORDER`).

@@ -12,6 +12,7 @@ decimals, like the paper. The paper's own values (Negrel et al. 2014, Tables I a
 INRIA Holidays test half) ship with the package in ``ndir/reference/``.
 """
 
+import itertools
 import math
 import re
 from importlib.resources import files
@@ -202,8 +203,9 @@ def table2(maps, paper=None):
     return pd.DataFrame(rows)
 
 
-def table2_ablation(test_l2, test_dot, train_dot):
-    """Learned sparse projectors against PCA hard-thresholded to the same tau.
+def table2_ablation(test_l2, test_dot, train_dot, baselines=None):
+    """Learned sparse projectors against PCA hard-thresholded to the same tau, and
+    against the reductions a user would pick instead.
 
     Parameters
     ----------
@@ -212,13 +214,19 @@ def table2_ablation(test_l2, test_dot, train_dot):
         the PCA projectors after the l0 projection, before any learning step) and
         ``final``: test mAP of the L2-normalised reductions (the tables' scoring),
         test and training mAP of the raw reductions (the loss's similarity).
+    baselines : DataFrame, optional
+        :func:`ndir.baselines.mean_over_seeds` of the runs' baseline records
+        (``signature``, ``family``, ``R``, ``test_map``, ``test_map_std``).
 
     Returns
     -------
     DataFrame
         One row per (signature, tau, R): thresholded PCA, learned and the gain, in %,
-        scored L2-normalised, then by dot product, then the training mAP (dot) at the
-        start and the end of training.
+        scored L2-normalised; with ``baselines``, then the random sparse projection of
+        the same density (mean and s.d. over its seeds), the learned projector's gain
+        over it, whitened PCA and the Gaussian random projection (mean) at the same R,
+        scored alike; then the three scored by dot product, and the training mAP (dot)
+        at the start and the end of training.
     """
     keys = ["signature", "R", "tau"]
     merged = test_l2.merge(test_dot[keys + ["initial", "final"]], on=keys, suffixes=("", "_dot"))
@@ -236,10 +244,93 @@ def table2_ablation(test_l2, test_dot, train_dot):
                 row[f"Thresholded PCA{suffix}"] = initial
                 row[f"Learned{suffix}"] = final
                 row[f"Gain{suffix}"] = np.round(final - initial, DECIMALS)
+                if baselines is not None and not suffix:
+                    row.update(_ablation_baselines(baselines, run, final))
             row["Train start (dot)"] = _percent(run.initial_train)
             row["Train end (dot)"] = _percent(run.final_train)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _ablation_baselines(baselines, run, learned):
+    """The baseline cells of one row of :func:`table2_ablation` (mAP in %, NaN where absent)."""
+    at = baselines[(baselines["signature"] == run.signature) & (baselines["R"] == run.R)]
+    cell = at.set_index("family")
+    random = f"random sparse τ={run.tau:g}"
+
+    def value(family, column="test_map"):
+        return _percent(cell.at[family, column]) if family in cell.index else np.nan
+
+    return {
+        "Random sparse": value(random),
+        "Random sparse s.d.": value(random, "test_map_std"),
+        "Learned − random sparse": np.round(learned - value(random), DECIMALS),
+        "Whitened PCA": value("whitened PCA"),
+        "Gaussian RP": value("Gaussian RP"),
+    }
+
+
+def frontier_summary(records, cost, unit):
+    """Who is on the Pareto front of test mAP against ``cost``, from the cheapest up.
+
+    ``records``: comparison records (:mod:`ndir.comparison`) with a boolean ``front``
+    column for this cost. Methods tied at one point are joined by ``" = "``;
+    consecutive front points of one family and input are told together, e.g.
+    ``"PQ (FV-256) from 12 to 34 bytes (mAP 61.2 to 70.3 %)"``; the parts are joined
+    by ``"; then "``.
+    """
+    front = records[records["front"]]
+    labels = front["method"].map(method_family) + " (" + front["signature"].map(input_label) + ")"
+    points = (
+        front.assign(label=labels)
+        .groupby([cost, "test_map"], sort=True)["label"]
+        .agg(lambda names: " = ".join(dict.fromkeys(sorted(names))))
+        .reset_index()
+    )
+    parts = []
+    for _, chunk in itertools.groupby(points.itertuples(index=False), key=lambda point: point.label):
+        chunk = list(chunk)
+        low, high = getattr(chunk[0], cost), getattr(chunk[-1], cost)
+        where = f"at {low:.3g}" if len(chunk) == 1 else f"from {low:.3g} to {high:.3g}"
+        maps = f"{100 * chunk[0].test_map:.1f}" + ("" if len(chunk) == 1 else f" to {100 * chunk[-1].test_map:.1f}")
+        parts.append(f"{chunk[0].label} {where} {unit} (mAP {maps} %)")
+    return "; then ".join(parts)
+
+
+def frontier_table(records, fronts, costs):
+    """The points on the accuracy-cost fronts, cheapest first.
+
+    Parameters
+    ----------
+    records : DataFrame
+        Comparison records (:mod:`ndir.comparison`).
+    fronts : dict
+        ``{cost column: boolean mask of the front}`` (:func:`ndir.comparison.pareto_front`).
+    costs : dict
+        ``{cost column: its unit in words}``.
+
+    Returns
+    -------
+    DataFrame
+        Front by (the unit), method, input, multiply-adds per query, bytes per
+        database image and test mAP (%).
+    """
+    parts = []
+    for cost, unit in costs.items():
+        on = records[fronts[cost]].sort_values([cost, "test_map"])
+        parts.append(
+            pd.DataFrame(
+                {
+                    "Front by": unit,
+                    "Method": on["method"],
+                    "Input": on["signature"].map(input_label),
+                    "Madds per query": on["madds_per_query"].round().astype(np.int64),
+                    "Bytes per db image": on["db_bytes_per_image"].round().astype(np.int64),
+                    "Test mAP": _percent(on["test_map"]),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
 
 
 def cost_table(costs, signature):
@@ -289,12 +380,14 @@ def cost_table(costs, signature):
 
 def method_family(method):
     """The family of a comparison row's method: ``"PCA R=64"`` -> ``"PCA"``,
-    ``"sparse rank R=64 τ=0.99"`` -> ``"sparse rank τ=0.99"``, ``"JCF-64-8 (K=64)"``
+    ``"sparse rank R=64 τ=0.99"`` -> ``"sparse rank τ=0.99"`` (the same for whitened
+    and thresholded PCA, random projections), ``"PQ 16 B (PCA-32)"`` -> ``"PQ"``, ``"JCF-64-8 (K=64)"``
     -> ``"JCF-R-8 (K=64)"``, ``"factorised R=64 (K=1)"`` -> ``"factorised (K=1)"``."""
-    if method.startswith("PCA"):
-        return "PCA"
-    if method.startswith("sparse rank"):
-        return "sparse rank " + method.split()[-1]
+    if method.startswith("PQ"):
+        return "PQ"
+    projection = re.fullmatch(r"(.+) R=\d+( τ=\S+)?", method)
+    if projection:
+        return projection.group(1) + (projection.group(2) or "")
     jcf = re.fullmatch(r"JCF-\d+(-\d+)? (\(K=\d+\))(.*)", method)
     if jcf:
         return f"JCF-R{jcf.group(1) or ''} {jcf.group(2)}{jcf.group(3)}"

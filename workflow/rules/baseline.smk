@@ -20,6 +20,35 @@ rule evaluate_pca_baseline:
         "../scripts/evaluate_pca_baseline.py"
 
 
+rule evaluate_reduction_baselines:
+    input:
+        images="results/data/images.csv",
+        signatures="results/signatures/{encoding}-{K}.npy",
+    output:
+        results="results/evaluation/baselines/{encoding}-{K}.csv",
+    log:
+        "logs/evaluate_reduction_baselines/{encoding}-{K}.log",
+    benchmark:
+        "benchmarks/rules/evaluate_reduction_baselines/{encoding}-{K}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        signature="{encoding}-{K}",
+        dims=config["sparse"]["dims"],
+        sparsity=config["sparse"]["sparsity"],
+        random_seeds=config["baseline"]["random_seeds"],
+        pq_bytes=config["baseline"]["pq"]["bytes"],
+        pq_nbits=config["baseline"]["pq"]["nbits"],
+        pq_subvector_dims=config["baseline"]["pq"]["subvector_dims"],
+        seed=config["seed"],
+    script:
+        "../scripts/evaluate_reduction_baselines.py"
+
+
 rule table1:
     input:
         results=expand(

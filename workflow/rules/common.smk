@@ -50,6 +50,15 @@ def signature_names():
     ]
 
 
+def baseline_results(names=None):
+    """Records of the reduction baselines (whitened and thresholded PCA, random
+    projections, PQ) of each signature of ``names`` (default: every signature)."""
+    return [
+        f"results/evaluation/baselines/{name}.csv"
+        for name in (signature_names() if names is None else names)
+    ]
+
+
 def codebook_files():
     return [f"results/codebooks/{name}.npz" for name in signature_names()]
 
@@ -422,11 +431,24 @@ def comparison_figure():
     return [png, "results/figures/seeds_comparison.pdf"]
 
 
+def frontier_figure():
+    """The accuracy-cost frontier figure as PNG (in the HTML report) and PDF."""
+    png = report(
+        "results/figures/frontier.png",
+        caption="../report/frontier_figure.rst",
+        category="Figures",
+        labels={"figure": "Accuracy-cost frontier"},
+    )
+    return [png, "results/figures/frontier.pdf"]
+
+
 def seeds_outputs():
     if not seeds_enabled():
         return []
     return (
         expand("results/tables/seeds_comparison.{ext}", ext=TABLE_FORMATS)
         + expand("results/figures/seeds_comparison.{ext}", ext=["png", "pdf"])
+        + expand("results/tables/frontier.{ext}", ext=TABLE_FORMATS)
+        + expand("results/figures/frontier.{ext}", ext=["png", "pdf"])
         + jcf_outputs()
     )

@@ -147,9 +147,11 @@ rule seeds_comparison:
         signatures=comparison_signature_files(),
         projectors=comparison_projectors(),
         histories=histories(comparison_projectors()),
+        baselines=baseline_results(config["seeds"]["comparison_signatures"]),
     output:
         table=report_table("seeds_comparison"),
         figure=comparison_figure(),
+        records_csv="results/seeds/comparison.csv",
     log:
         "logs/seeds_comparison.log",
     benchmark:
@@ -164,3 +166,23 @@ rule seeds_comparison:
         dims=config["sparse"]["dims"],
     script:
         "../scripts/seeds_comparison.py"
+
+
+rule frontier:
+    input:
+        records="results/seeds/comparison.csv",
+    output:
+        table=report_table("frontier"),
+        figure=frontier_figure(),
+    log:
+        "logs/frontier.log",
+    benchmark:
+        "benchmarks/rules/frontier.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/frontier.py"

@@ -35,6 +35,7 @@ rule train_sparse_projector:
 rule table2:
     input:
         histories=table2_histories(),
+        baselines=baseline_results(),
         data_report="results/data/report.json",
     output:
         table=report_table("table2"),

@@ -5,6 +5,7 @@ import logging
 import pandas as pd
 
 from .. import report
+from ..baselines import baseline_grid, evaluate_baselines
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..projection import PCAProjection
 from .common import (
@@ -49,6 +50,27 @@ def evaluate_pca_baseline(images, signatures, results, dims):
     out.insert(0, "signature", name)
     write_csv(out, results)
     logger.info("%s: %s", name, out.to_dict("records"))
+
+
+def evaluate_reduction_baselines(
+    images, signatures, results, signature, dims, sparsity, random_seeds, pq_bytes, pq_nbits, pq_subvector_dims, seed
+):
+    """Test-split records of the reductions a user would pick instead of a learned
+    sparse projector (:mod:`ndir.baselines`), fitted on the training split: whitened
+    PCA, thresholded PCA and the random projections at each R of ``dims`` (and tau of
+    ``sparsity``; one record per seed of ``random_seeds``), PQ codes of ``pq_bytes``
+    and of 4 R bytes (``pq_nbits`` bits per index, k-means seeded by ``seed``).
+
+    Writes a CSV of :mod:`ndir.comparison` records with the columns of
+    :data:`ndir.baselines.GRID_KEYS`.
+    """
+    splits = split_signatures(images, signatures)
+    X_train = splits["train"][0]
+    max_components = min(len(X_train) - 1, X_train.shape[1])
+    grid = baseline_grid(
+        dims, sparsity, random_seeds, pq_bytes, pq_nbits, pq_subvector_dims, max_components, pq_seed=seed
+    )
+    write_csv(evaluate_baselines(splits, signature, grid, nbits=pq_nbits), results)
 
 
 def table1(results, data_report, table):

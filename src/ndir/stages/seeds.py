@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from .. import bovw, comparison, report
 from ..atomic import atomic_output
+from ..baselines import mean_over_seeds
 from ..descriptors import image_descriptors_with
 from ..errors import ConfigError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
@@ -30,6 +31,7 @@ from .common import (
     split_signatures,
     split_together,
     table_stem,
+    write_csv,
     write_json,
 )
 from .sparse import final_maps
@@ -247,13 +249,18 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     logger.info("sparse similarity matrix: %s", result)
 
 
-def seeds_comparison(images, records, signatures, projectors, histories, table, figure, dims):
-    """The comparison table and figure: the seeds' learners, PCA and the sparse projectors.
+def seeds_comparison(images, records, signatures, projectors, histories, baselines, table, figure, records_csv, dims):
+    """The comparison table and figure: the seeds' learners, PCA, the sparse projectors
+    and the reductions a user would pick instead.
 
     ``records`` are the JSON records of the tf-idf baseline, the seeds' learners and
     the JCF runs (:mod:`ndir.stages.jcf`); PCA is fitted here for each of ``dims`` on
     each of ``signatures``; the sparse rank projectors (``projectors``, with their
-    ``histories``) were trained by :func:`ndir.stages.sparse.train_sparse_projector`.
+    ``histories``) were trained by :func:`ndir.stages.sparse.train_sparse_projector`;
+    ``baselines`` are the records of
+    :func:`ndir.stages.baseline.evaluate_reduction_baselines` on ``signatures``, the
+    random projections' averaged over their seeds (:func:`ndir.baselines.mean_over_seeds`).
+    Every record is also written to ``records_csv`` (the units of :mod:`ndir.comparison`).
     Every row carries its test mAP and Recall@1 (every test image a query; PCA and
     the projectors' reductions L2-normalised, as Tables I and II score them). See
     :mod:`ndir.comparison` for the columns. Rows without stored bytes (second-order
@@ -304,10 +311,40 @@ def seeds_comparison(images, records, signatures, projectors, histories, table, 
                 comparison.recalls(X_test @ U.toarray(), groups, "cosine"),
             )
         )
+    for path in baselines:
+        averaged = mean_over_seeds(read_result(path, pd.read_csv))
+        rows += averaged.drop(columns=["family", "n_seeds"]).to_dict("records")
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])
+    write_csv(frame, records_csv)
     report.write_table(
         report.seeds_comparison_table(frame),
         table_stem(table),
         caption="The seeds' learners, PCA and the sparse rank projectors on the same split: size and cost at query time, test mAP and Recall@1 (%)",
     )
     plots.seeds_comparison_figure(frame[frame["model_bytes"] > 0], stem=Path(figure[0]).with_suffix(""))
+
+
+#: The frontier's costs: record column and how the caption names its unit.
+FRONTIER_COSTS = {"madds_per_query": "multiply-adds per query", "db_bytes_per_image": "bytes per database image"}
+
+
+def frontier(records, table, figure):
+    """The accuracy-cost frontier of the comparison's ``records`` (its CSV).
+
+    Draws test mAP against multiply-adds per query and against bytes per database
+    image (log scales), every method and setting a marker, the Pareto front of each
+    panel (:func:`ndir.comparison.pareto_front`) drawn as a step line, and the
+    sentence of :func:`ndir.report.frontier_summary` for each under the panels. The
+    table lists the points on either front with both sentences as its caption.
+    """
+    from .. import figures as plots  # matplotlib, only for the stages that draw
+
+    frame = read_result(records, pd.read_csv)
+    fronts, summaries = {}, {}
+    for cost, unit in FRONTIER_COSTS.items():
+        fronts[cost] = comparison.pareto_front(frame[cost], frame["test_map"])
+        summaries[cost] = report.frontier_summary(frame.assign(front=fronts[cost]), cost, unit)
+        logger.info("front by %s: %s", unit, summaries[cost])
+    caption = " ".join(f"On the front by {unit}: {summaries[cost]}." for cost, unit in FRONTIER_COSTS.items())
+    plots.frontier_figure(frame, fronts, summaries, FRONTIER_COSTS, stem=Path(figure[0]).with_suffix(""))
+    report.write_table(report.frontier_table(frame, fronts, FRONTIER_COSTS), table_stem(table), caption=caption)
