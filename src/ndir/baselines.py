@@ -161,9 +161,9 @@ def baseline_grid(dims, sparsities, seeds, pq_bytes, nbits, subvector_dims, max_
         Table II's R and tau (``sparse.dims``, ``sparse.sparsity``).
     seeds : sequence of int
         Seeds of the random projections (one record each).
-    pq_bytes : sequence of int
+    pq_bytes : sequence of int, or None
         Code sizes of the PQ baselines; ``4 R`` (the bytes of a projector's R float32)
-        is added for each R, where :func:`pq_settings` finds a PCA for it.
+        is added for each R, where :func:`pq_settings` finds a PCA for it. None: no PQ.
     nbits, subvector_dims, max_components
         As for :func:`pq_settings`.
     pq_seed : int
@@ -182,6 +182,8 @@ def baseline_grid(dims, sparsities, seeds, pq_bytes, nbits, subvector_dims, max_
             grid.append(Baseline(f"Gaussian RP R={R}", "Gaussian RP", R, seed=seed))
             for tau in sparsities:
                 grid.append(Baseline(f"random sparse R={R} τ={tau:g}", f"random sparse τ={tau:g}", R, tau, seed))
+    if pq_bytes is None:
+        return grid
     for n_bytes, n_components, n_subquantizers in pq_settings(
         [*pq_bytes, *(4 * R for R in dims)], nbits, subvector_dims, max_components
     ):
