@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from ndir.evaluation import ns_score
+from ndir.report import with_ns_columns
 
 
 def on_circle(degrees):
@@ -45,3 +46,55 @@ def test_a_tied_negative_takes_the_place_and_the_query_counts_itself():
     # Even when the query does not match itself best, it is counted first.
     X = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]])
     assert ns_score(X, np.array([0, 0, 1]), [True, False, False], depth=2) == 2.0
+
+
+def test_table1_on_ukbench_shows_the_ns_score_beside_each_map_column():
+    import pandas as pd
+
+    from ndir.report import table1
+
+    rows = pd.DataFrame(
+        {
+            "encoding": ["vlad", "vlad", "fv"],
+            "K": [64, 64, 64],
+            "dim": [5120, 5120, 10240],
+            "R": [0, 32, 0],
+            "map": [0.9, 0.8, 0.95],
+            "ns": [3.5, 3.123, 3.75],
+        }
+    )
+    table = with_ns_columns(table1(rows), rows)
+    assert list(table.columns) == ["Sign.", "Dim.", "Full", "N-S Full", "32", "N-S 32"]
+    assert table["Sign."].tolist() == ["VLAD-64", "FV-64"]
+    assert table["N-S Full"].tolist() == [3.5, 3.75] and table["Full"].tolist() == [90.0, 95.0]
+    assert table["N-S 32"].iloc[0] == 3.12 and np.isnan(table["N-S 32"].iloc[1])
+
+
+def test_the_pca_baseline_stage_scores_ns_on_ukbench_only(tmp_path):
+    import pandas as pd
+
+    from ndir.stages.baseline import evaluate_pca_baseline
+
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(12), 4)
+    X = (rng.normal(size=(12, 16))[groups] + 0.8 * rng.normal(size=(48, 16))).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    np.save(tmp_path / "fv-2.npy", X)
+    split = np.where(groups < 6, "train", "test")
+    pd.DataFrame(
+        {
+            "image_id": [f"ukbench{i:05d}" for i in range(48)],
+            "path": [f"ukbench{i:05d}.jpg" for i in range(48)],
+            "group": groups,
+            "is_query": True,
+            "split": split,
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)
+    args = dict(images=tmp_path / "images.csv", signatures=tmp_path / "fv-2.npy", dims=[4])
+    evaluate_pca_baseline(results=tmp_path / "ukbench.csv", ns_score=True, **args)
+    rows = pd.read_csv(tmp_path / "ukbench.csv")
+    test = split == "test"
+    assert rows.loc[0, "ns"] == pytest.approx(ns_score(X[test], groups[test], np.ones(24, bool)))
+    assert rows["ns"].between(1, 4).all() and rows.loc[0, "n_queries"] == 24
+    evaluate_pca_baseline(results=tmp_path / "holidays.csv", **args)
+    assert pd.read_csv(tmp_path / "holidays.csv")["ns"].isna().all()

@@ -169,6 +169,23 @@ def sparsity_label(tau):
     return f"{100 * tau:g}%"
 
 
+def with_ns_columns(table, results):
+    """Table I (:func:`table1`) with UKBench's N-S score beside each of its columns of
+    our mAP: ``"N-S Full"`` after ``"Full"``, ``"N-S 32"`` after ``"32"``...
+
+    ``results`` are Table I's rows with an ``ns`` column (out of 4); the scores are
+    rounded to 2 decimals, as the mAP.
+    """
+    scores = table1(results.assign(map=results["ns"] / 100.0))
+    columns = []
+    for column in table.columns:
+        columns.append(column)
+        if column in scores.columns and column not in ("Sign.", "Dim."):
+            table = table.assign(**{f"N-S {column}": scores[column].to_numpy()})
+            columns.append(f"N-S {column}")
+    return table[columns]
+
+
 def table2(maps, paper=None):
     """Table II: test mAP (%) of sparse rank projectors, one row per signature.
 

@@ -16,6 +16,7 @@ rule evaluate_pca_baseline:
         runtime=10,
     params:
         dims=config["baseline"]["dims"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/evaluate_pca_baseline.py"
 

@@ -7,6 +7,7 @@ import pandas as pd
 from .. import report
 from ..baselines import baseline_grid, evaluate_baselines
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
+from ..evaluation import ns_score as ns_score_of
 from ..projection import PCAProjection
 from .common import (
     interval_note,
@@ -21,13 +22,15 @@ from .common import (
 logger = logging.getLogger(__name__)
 
 
-def evaluate_pca_baseline(images, signatures, results, dims):
+def evaluate_pca_baseline(images, signatures, results, dims, ns_score=False):
     """Test-split mAP of full signatures and of PCA-R reductions fitted on train.
 
     Writes a CSV with columns ``signature, encoding, K, dim, R, map, n_queries,
-    map_low, map_high`` (R = 0 for the full signature, mAP in [0, 1]; the 95 %
+    map_low, map_high, ns`` (R = 0 for the full signature, mAP in [0, 1]; the 95 %
     bootstrap interval over queries, :func:`ndir.evaluation.bootstrap_interval`) —
-    the rows of the paper's Table I.
+    the rows of the paper's Table I. ``ns`` is UKBench's N-S score
+    (:func:`ndir.evaluation.ns_score`, out of 4) when ``ns_score`` (on UKBench), NaN
+    otherwise.
     """
     name = signature_name(signatures)
     encoding_name, K = name.split("-")
@@ -38,7 +41,8 @@ def evaluate_pca_baseline(images, signatures, results, dims):
     def row(R, X):
         mean_ap, ap = holidays_map(X, groups, is_query, return_per_query=True)
         low, high = bootstrap_interval(ap)
-        return {"R": R, "map": mean_ap, "n_queries": ap.size, "map_low": low, "map_high": high}
+        ns = ns_score_of(X, groups, is_query) if ns_score else float("nan")
+        return {"R": R, "map": mean_ap, "n_queries": ap.size, "map_low": low, "map_high": high, "ns": ns}
 
     rows = [row(0, X_test)]
     for R in dims:
@@ -86,4 +90,7 @@ def table1(results, data_report, table):
     if n_queries < INTERVAL_MAX_QUERIES:
         intervals = tuple(report.table1(rows.assign(map=rows[bound])) for bound in ("map_low", "map_high"))
         caption += interval_note(n_queries)
+    if rows["ns"].notna().all():
+        frame = report.with_ns_columns(frame, rows)
+        caption += " N-S: UKBench's score, the query's group mates among its first 4 results, itself counted (out of 4)."
     report.write_table(frame, table_stem(table), caption=caption, intervals=intervals)
