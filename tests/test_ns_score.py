@@ -63,7 +63,7 @@ def test_table1_on_ukbench_shows_the_ns_score_beside_each_map_column():
             "ns": [3.5, 3.123, 3.75],
         }
     )
-    table = with_ns_columns(table1(rows), rows)
+    table = with_ns_columns(table1(rows), table1(rows.assign(map=rows["ns"] / 100)))
     assert list(table.columns) == ["Sign.", "Dim.", "Full", "N-S Full", "32", "N-S 32"]
     assert table["Sign."].tolist() == ["VLAD-64", "FV-64"]
     assert table["N-S Full"].tolist() == [3.5, 3.75] and table["Full"].tolist() == [90.0, 95.0]
@@ -98,3 +98,60 @@ def test_the_pca_baseline_stage_scores_ns_on_ukbench_only(tmp_path):
     assert rows["ns"].between(1, 4).all() and rows.loc[0, "n_queries"] == 24
     evaluate_pca_baseline(results=tmp_path / "holidays.csv", **args)
     assert pd.read_csv(tmp_path / "holidays.csv")["ns"].isna().all()
+
+
+def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
+    """train_sparse_projector with ns_score: every evaluation row has the test split's
+    N-S under both scorings; the last equals ns_score of the saved projector's
+    reductions, and final_maps(metric="ns") reads it for Table II."""
+    import pandas as pd
+
+    from ndir.encoding import l2_normalise_rows
+    from ndir.projection import load_projector
+    from ndir.stages.sparse import final_maps, train_sparse_projector
+
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(16), 4)
+    X = rng.standard_normal((16, 64))[groups] + rng.standard_normal((groups.size, 64))
+    X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+    test = groups >= 8
+    pd.DataFrame(
+        {
+            "image_id": np.arange(groups.size),
+            "path": [f"{i}.jpg" for i in range(groups.size)],
+            "group": groups,
+            "is_query": True,
+            "split": np.where(test, "test", "train"),
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)
+    np.save(tmp_path / "fv-16.npy", X)
+    (tmp_path / "fv-16").mkdir()
+    history = tmp_path / "fv-16" / "R4-tau0.5.csv"
+    train_sparse_projector(
+        images=tmp_path / "images.csv",
+        signatures=tmp_path / "fv-16.npy",
+        projector=tmp_path / "fv-16" / "R4-tau0.5.npz",
+        history=history,
+        n_components=4,
+        sparsity=0.5,
+        max_iter=20,
+        queries_per_step=4,
+        margin=1e-2,
+        tol=1e-12,
+        n_iter_no_change=None,
+        renormalize=True,
+        line_search="projected",
+        eval_every=5,
+        seed=0,
+        ns_score=True,
+    )
+    curve = pd.read_csv(history)
+    evaluated = curve["test_map_dot"].notna()
+    assert curve.loc[evaluated, ["test_ns_dot", "test_ns_l2"]].notna().all().all()
+    U = load_projector(tmp_path / "fv-16" / "R4-tau0.5.npz")[0].toarray()
+    Y = X[test].astype(np.float64) @ U
+    last = curve.loc[evaluated].iloc[-1]
+    assert last["test_ns_dot"] == pytest.approx(ns_score(Y, groups[test], np.ones(32, bool)))
+    assert last["test_ns_l2"] == pytest.approx(ns_score(l2_normalise_rows(Y), groups[test], np.ones(32, bool)))
+    scores = final_maps([history], metric="ns")
+    assert scores["final"].iloc[0] == last["test_ns_l2"] and 1 <= scores["initial"].iloc[0] <= 4

@@ -169,14 +169,14 @@ def sparsity_label(tau):
     return f"{100 * tau:g}%"
 
 
-def with_ns_columns(table, results):
-    """Table I (:func:`table1`) with UKBench's N-S score beside each of its columns of
-    our mAP: ``"N-S Full"`` after ``"Full"``, ``"N-S 32"`` after ``"32"``...
+def with_ns_columns(table, scores):
+    """A table of our mAP (:func:`table1`, :func:`table2`) with UKBench's N-S score
+    beside each of its mAP columns: ``"N-S Full"`` after ``"Full"``, ``"N-S 32"`` after
+    ``"32"``...
 
-    ``results`` are Table I's rows with an ``ns`` column (out of 4); the scores are
-    rounded to 2 decimals, as the mAP.
+    ``scores`` is the same table built from the N-S scores divided by 100 (so that
+    its percent are the scores, out of 4, rounded to 2 decimals as the mAP).
     """
-    scores = table1(results.assign(map=results["ns"] / 100.0))
     columns = []
     for column in table.columns:
         columns.append(column)

@@ -28,6 +28,7 @@ rule train_sparse_projector:
         eval_every=config["sparse"]["eval_every"],
         seed=config["seed"],
         flat_map_evaluations=config["sparse"]["flat_map_evaluations"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/train_sparse_projector.py"
 

@@ -10,6 +10,7 @@ from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..evaluation import ns_score as ns_score_of
 from ..projection import PCAProjection
 from .common import (
+    NS_NOTE,
     interval_note,
     is_inria_holidays,
     signature_name,
@@ -91,6 +92,6 @@ def table1(results, data_report, table):
         intervals = tuple(report.table1(rows.assign(map=rows[bound])) for bound in ("map_low", "map_high"))
         caption += interval_note(n_queries)
     if rows["ns"].notna().all():
-        frame = report.with_ns_columns(frame, rows)
-        caption += " N-S: UKBench's score, the query's group mates among its first 4 results, itself counted (out of 4)."
+        frame = report.with_ns_columns(frame, report.table1(rows.assign(map=rows["ns"] / 100)))
+        caption += NS_NOTE
     report.write_table(frame, table_stem(table), caption=caption, intervals=intervals)

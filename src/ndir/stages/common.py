@@ -104,6 +104,10 @@ def table_stem(files):
     return stem
 
 
+#: What a table's N-S columns count (on UKBench).
+NS_NOTE = " N-S: UKBench's score, the query's group mates among its first 4 results, itself counted (out of 4)."
+
+
 def is_inria_holidays(data_report):
     """Whether the data set of ``data_report`` (the JSON summary written by
     :func:`ndir.stages.data.index_dataset`) is INRIA Holidays itself: the

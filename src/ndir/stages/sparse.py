@@ -14,9 +14,11 @@ from ..baselines import mean_over_seeds
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
+from ..evaluation import ns_score as ns_score_of
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ..projection.product import TransposedBlocks
 from .common import (
+    NS_NOTE,
     interval_note,
     is_inria_holidays,
     read_result,
@@ -82,6 +84,7 @@ def train_sparse_projector(
     eval_every,
     seed,
     flat_map_evaluations=None,
+    ns_score=False,
 ):
     """Learn a sparse rank projector (Algorithm 1) on the training split.
 
@@ -93,6 +96,10 @@ def train_sparse_projector(
     :data:`~ndir.evaluation.INTERVAL_MAX_QUERIES` test queries also their 95 % bootstrap
     intervals (``test_map_{dot,l2}_{low,high}``). Iteration 0 is the initial PCA
     projectors after the l0 projection: the "thresholded PCA, no learning" ablation.
+
+    With ``ns_score`` (on UKBench), each evaluation also records the test split's N-S
+    score under both scorings (``test_ns_{dot,l2}``, out of 4;
+    :func:`ndir.evaluation.ns_score`).
 
     With ``flat_map_evaluations`` k (None: never), the training also stops at the
     evaluation where its training mAP (dot) has moved by at most
@@ -113,6 +120,11 @@ def train_sparse_projector(
                 row[f"{name}_map_{scoring}"] = float(ap.mean())
                 if name == "test" and ap.size < INTERVAL_MAX_QUERIES:
                     row[f"test_map_{scoring}_low"], row[f"test_map_{scoring}_high"] = bootstrap_interval(ap)
+        if ns_score:
+            Y = model.transform(blocked["test"])
+            _, groups, is_query = splits["test"]
+            row["test_ns_dot"] = ns_score_of(Y, groups, is_query)
+            row["test_ns_l2"] = ns_score_of(l2_normalise_rows(Y), groups, is_query)
         measured.append(row)
         logger.info("iteration %d: %s", iteration, row)
         evaluation_seconds.append(time.perf_counter() - start)
@@ -186,17 +198,18 @@ def read_history(path):
     return path.parent.name, int(name[1]), float(name[2]), pd.read_csv(path)
 
 
-def final_maps(histories, split="test", scoring="l2"):
+def final_maps(histories, split="test", scoring="l2", metric="map"):
     """Long table ``signature, encoding, K, R, tau, initial, final`` (mAP in [0, 1]).
 
     ``initial`` is the thresholded PCA projector (iteration 0), ``final`` the learned
     one at the last iterate; ``scoring`` is one of :data:`SCORINGS`. When the history
     has bootstrap intervals (few test queries), ``final_low`` and ``final_high`` too.
+    ``metric="ns"``: the N-S score instead (out of 4; histories of UKBench runs).
     """
     rows = []
     for path in histories:
         signature, R, tau, curve = read_history(path)
-        column = f"{split}_map_{scoring}"
+        column = f"{split}_{metric}_{scoring}"
         maps = curve[column].dropna() if column in curve else []
         if len(maps) == 0:
             raise ResultFileError(f"{path}: no {column} measured (an older or interrupted history); rerun train_sparse_projector")
@@ -241,6 +254,10 @@ def table2(histories, baselines, data_report, table, table_dot, ablation):
             )
             caption += interval_note(test_queries(data_report))
         frame = report.table2(maps[scoring], paper=paper)
+        if all(f"test_ns_{scoring}" in read_history(path)[3] for path in histories):
+            scores = final_maps(histories, scoring=scoring, metric="ns")
+            frame = report.with_ns_columns(frame, report.table2(scores.assign(final=scores["final"] / 100)))
+            caption += NS_NOTE
         report.write_table(frame, table_stem(files), caption=caption, intervals=intervals)
     title = (
         "mAP (%) of sparse rank projectors against PCA hard-thresholded to the same sparsity, "
