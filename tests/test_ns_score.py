@@ -155,3 +155,27 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
     assert last["test_ns_l2"] == pytest.approx(ns_score(l2_normalise_rows(Y), groups[test], np.ones(32, bool)))
     scores = final_maps([history], metric="ns")
     assert scores["final"].iloc[0] == last["test_ns_l2"] and 1 <= scores["initial"].iloc[0] <= 4
+
+
+def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
+    from ndir.stages.common import test_queries
+    from ndir.stages.data import index_dataset
+
+    from .test_data import _photo, _write
+
+    for i in range(32):
+        _write(tmp_path / "ukbench" / f"ukbench{i:05d}.jpg", _photo(64, 80, seed=i))
+    out = {name: tmp_path / name for name in ("images.csv", "skipped.csv", "report.json")}
+    index_dataset(
+        images=out["images.csv"],
+        skipped=out["skipped.csv"],
+        report=out["report.json"],
+        kind="ukbench",
+        root=tmp_path / "ukbench",
+        train_fraction=0.5,
+        keep_together=None,
+        seed=0,
+        descriptors={"max_width": 512, "step": 4, "cell_sizes": [4, 8]},
+        max_dim=4,
+    )
+    assert test_queries(out["report.json"]) == 16  # 4 groups of 4 images, each a query

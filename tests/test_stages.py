@@ -12,6 +12,7 @@ import pytest
 from ndir.errors import ConfigError, DatasetError
 from ndir.atomic import atomic_output
 from ndir.data import build_embedded_dataset
+from ndir.stages import common
 from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.baseline import table1
 from ndir.stages.data import index_dataset, input_summary
@@ -93,6 +94,9 @@ def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):
     # The line the workflow prints on the console at the end of the run.
     listing = tmp_path / "out/skipped.csv"
     assert (report["n_images_skipped"], report["n_files_ignored"]) == (2, 3)
+    # One query per Holidays group: as many test queries as test groups.
+    assert report["splits"]["test"]["n_queries"] == report["splits"]["test"]["n_groups"]
+    assert common.test_queries(tmp_path / "out/report.json") == report["splits"]["test"]["n_groups"]
     assert input_summary(tmp_path / "out/report.json", listing) == (
         f"ndir: {len(images)} images of {folder} used; 2 skipped as unusable and 3 other files ignored, "
         f"each listed with its reason in {listing}"

@@ -91,7 +91,7 @@ def table1(results, data_report, table):
     if n_queries < INTERVAL_MAX_QUERIES:
         intervals = tuple(report.table1(rows.assign(map=rows[bound])) for bound in ("map_low", "map_high"))
         caption += interval_note(n_queries)
-    if rows["ns"].notna().all():
+    if "ns" in rows and rows["ns"].notna().all():
         frame = report.with_ns_columns(frame, report.table1(rows.assign(map=rows["ns"] / 100)))
         caption += NS_NOTE
     report.write_table(frame, table_stem(table), caption=caption, intervals=intervals)

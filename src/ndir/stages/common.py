@@ -144,8 +144,11 @@ def table_caption(title, data_report, paper_table=True):
 
 
 def test_queries(data_report):
-    """Number of test queries (one per test group) of the data set of ``data_report``."""
-    return _read_json(data_report)["splits"]["test"]["n_groups"]
+    """Number of test queries of the data set of ``data_report``: one per test group,
+    every test image on UKBench (a report written before it counted queries has only
+    the groups)."""
+    test = _read_json(data_report)["splits"]["test"]
+    return test.get("n_queries", test["n_groups"])
 
 
 def interval_note(n_queries):

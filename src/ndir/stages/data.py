@@ -93,7 +93,11 @@ def index_dataset(
         "kept_together": None if keep_together is None else keep_together["column"],
         "download": None if download_record is None else json.loads(Path(download_record).read_text()),
         "splits": {
-            name: {"n_groups": int(part["group"].nunique()), "n_images": int(len(part))}
+            name: {
+                "n_groups": int(part["group"].nunique()),
+                "n_images": int(len(part)),
+                "n_queries": int(part["is_query"].sum()),
+            }
             for name, part in split.groupby("split")
         },
     }
