@@ -7,7 +7,7 @@ import pytest
 from ndir import jcf
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.encoding import gmm_posteriors
-from ndir.evaluation import recall_at_k
+from ndir.evaluation import holidays_map, recall_at_k
 from ndir.jcf import (
     JCF,
     codebook_features,
@@ -83,12 +83,14 @@ def test_estimator_transform_is_normalised_factorised_pooling():
     rng = np.random.default_rng(3)
     features, posteriors = random_images(rng, 8, 3, 4)
     groups = np.repeat(np.arange(4), 2)
-    for n_shared in (None, 2):
-        model = JCF(n_components=5, n_shared=n_shared, n_epochs=1, holdout_fraction=0, random_state=0)
+    for n_shared, signed in ((None, True), (2, True), (2, False)):
+        model = JCF(
+            n_components=5, n_shared=n_shared, signed_sqrt=signed, n_epochs=1, holdout_fraction=0, random_state=0
+        )
         Y = model.fit(features, posteriors, groups).transform(features, posteriors)
         U, V = model.projectors_
         z = np.array([factorised_pooling(f, p, U, V) for f, p in zip(features, posteriors)])
-        s = signed_sqrt(z, model.sqrt_eps)
+        s = signed_sqrt(z, model.sqrt_eps) if signed else z
         np.testing.assert_allclose(Y, s / np.linalg.norm(s, axis=1, keepdims=True), rtol=1e-10)
         np.testing.assert_allclose(model.pool(features, posteriors), z, rtol=1e-10)
     # 2 (K k + R d k) parameters for JCF-5-2, 2 R d K for JCF-5.
@@ -363,8 +365,13 @@ def test_adam_steps_hand_computed(n_shared, monkeypatch):
 
     monkeypatch.setattr(JCF, "_loss_and_gradient", fixed)
     model = JCF(
-        n_components=2, n_shared=n_shared, learning_rate=lr, n_epochs=2, batch_groups=None,
-        holdout_fraction=0, random_state=0,
+        n_components=2,
+        n_shared=n_shared,
+        learning_rate=lr,
+        n_epochs=2,
+        batch_groups=None,
+        holdout_fraction=0,
+        random_state=0,
     ).fit(features, posteriors, groups)
     assert len(calls) == 2 and model.best_epoch_ == 2
     start, scale = calls[0]
@@ -542,9 +549,7 @@ def test_codebook_features_are_the_fisher_codebooks_view():
     codebook = fit_fisher_codebook(sample, n_clusters=3, pca=pca, seed=0, n_iter=3)
     X, H = codebook_features(codebook, sample[:20])
     np.testing.assert_allclose(X, pca.transform(sample[:20]), rtol=1e-6)
-    np.testing.assert_allclose(
-        H, gmm_posteriors(X, codebook.weights_, codebook.means_, codebook.variances_), rtol=1e-6
-    )
+    np.testing.assert_allclose(H, gmm_posteriors(X, codebook.weights_, codebook.means_, codebook.variances_), rtol=1e-6)
     with pytest.raises(ValueError, match="expects"):
         codebook_features(codebook, sample[:5, :8])
 
@@ -557,6 +562,9 @@ def test_save_and_load(tmp_path, toy):
     np.testing.assert_array_equal(loaded.transform(features, posteriors), model.transform(features, posteriors))
     assert loaded.get_params() == model.get_params() | {"random_state": None}
     assert loaded.history_ == model.history_ and loaded.best_epoch_ == model.best_epoch_
+    assert model.n_holdout_images_ > 0 and loaded.n_holdout_images_ == model.n_holdout_images_
+    assert np.isfinite(model.holdout_map_) and loaded.holdout_map_ == model.holdout_map_
+    assert (loaded.n_features_, loaded.n_clusters_) == (model.n_features_, model.n_clusters_)
     np.testing.assert_array_equal(loaded.holdout_groups_, model.holdout_groups_)
     np.savez(tmp_path / "other.npz", kind=np.array("fv"))
     with pytest.raises(ValueError, match="not a JCF model"):
@@ -571,3 +579,98 @@ def test_pooling_madds_hand_worked():
     assert pooling_madds(n, d, 3, R=2, n_database=5) == 120 + 480 + 20 + 10
     # JCF-2-1: A^T h, B^T h (2 * 10 * 3), lifts (2 * 10 * 4), projections (2 * 10 * 4 * 2).
     assert pooling_madds(n, d, 3, R=2, k=1, n_database=5) == 60 + 80 + 160 + 20 + 10
+
+
+# --------------------------------------------------------------------------- training bookkeeping
+
+
+def test_each_epoch_visits_every_training_group_once_in_a_new_order(monkeypatch):
+    """Mini-batches of ``batch_groups`` groups: every epoch covers each training group
+    once, in an order drawn anew per epoch; the history sums ``n_active`` and
+    ``n_triplets`` over the batches and averages their losses (batches without a
+    triplet count in neither and move nothing); epoch 0 is the initial model's
+    figures on all training images. Read from a spy on the loss-and-gradient call."""
+    rng = np.random.default_rng(21)
+    # Eight groups of two, four of one: a batch of two singletons has no triplet.
+    groups = np.concatenate([np.repeat(np.arange(8), 2), np.arange(8, 12)])
+    features, posteriors = random_images(rng, groups.size, 3, 2)
+    original = JCF._loss_and_gradient
+    calls = []
+
+    def spy(self, params, X, H, offsets, images, batch_groups, scale=1.0):
+        result = original(self, params, X, H, offsets, images, batch_groups, scale)
+        calls.append(({name: value.copy() for name, value in params.items()}, np.unique(batch_groups), result))
+        return result
+
+    monkeypatch.setattr(JCF, "_loss_and_gradient", spy)
+    initial = []
+    original_loss = jcf.hardest_negative_triplet_loss
+
+    def loss_spy(Y, batch, margin):
+        result = original_loss(Y, batch, margin)
+        if not calls and not initial:
+            initial.append((np.asarray(batch).copy(), result))
+        return result
+
+    monkeypatch.setattr(jcf, "hardest_negative_triplet_loss", loss_spy)
+    n_epochs, per_batch = 4, 2
+    model = JCF(
+        n_components=3, n_epochs=n_epochs, batch_groups=per_batch, learning_rate=0.05, margin=1.0,
+        holdout_fraction=0, random_state=3,
+    ).fit(features, posteriors, groups)  # fmt: skip
+    n_batches = 12 // per_batch
+    assert len(calls) == n_epochs * n_batches
+    epochs = [calls[e * n_batches : (e + 1) * n_batches] for e in range(n_epochs)]
+    orders = []
+    for epoch, batches in enumerate(epochs, start=1):
+        seen = np.concatenate([batch for _, batch, _ in batches])
+        assert sorted(seen.tolist()) == list(range(12)) and all(len(batch) == per_batch for _, batch, _ in batches)
+        orders.append(seen.tolist())
+        kept = [result for _, _, result in batches if result[3] > 0]
+        record = model.history_[epoch]
+        assert record["n_active"] == sum(result[2] for result in kept)
+        assert record["n_triplets"] == sum(result[3] for result in kept)
+        assert record["loss"] == pytest.approx(np.mean([result[0] for result in kept]), rel=1e-12)
+    # A new order every epoch (a fixed order would repeat the first).
+    assert len({tuple(order) for order in orders}) == n_epochs
+    # A batch without triplets leaves the parameters as they were; one with an active
+    # triplet moves them.
+    empty = moved = 0
+    for (params, batch, result), (after, _, _) in zip(calls, calls[1:]):
+        same = all(np.array_equal(params[name], after[name]) for name in params)
+        if result[3] == 0:
+            assert same and set(batch.tolist()) <= set(range(8, 12))
+            empty += 1
+        elif result[2] > 0:
+            assert not same
+            moved += 1
+    assert empty > 0 and moved > 0
+    # Epoch 0: the initial model on every training image.
+    batch, (loss, _, n_active, n_triplets) = initial[0]
+    assert batch.size == groups.size
+    assert (model.history_[0]["loss"], model.history_[0]["n_active"], model.history_[0]["n_triplets"]) == (
+        loss,
+        n_active,
+        n_triplets,
+    )
+    assert n_triplets == 16  # every image of a pair is an anchor with its one positive
+
+
+def test_holdout_figures_are_the_kept_models_map_and_recall_at_1_on_the_held_out_images(toy):
+    """The history's hold-out mAP and Recall@1 at the kept epoch are those of the
+    fitted model's signatures of the held-out images, every one a query (computed
+    here by ndir.evaluation on transform's output); the case is one where Recall@1
+    and Recall@2 differ, so that a Recall@k of another k shows."""
+    features, posteriors, groups = toy[0]
+    model = JCF(n_components=4, n_epochs=3, batch_groups=8, learning_rate=0.05, random_state=0)
+    model.fit(features, posteriors, groups)
+    assert model.best_epoch_ > 0
+    held = np.isin(groups, model.holdout_groups_)
+    assert model.n_holdout_images_ == held.sum() > 0
+    Y = model.transform([f for f, h in zip(features, held) if h], [p for p, h in zip(posteriors, held) if h])
+    recalls = recall_at_k(Y.astype(np.float64), groups[held], ks=(1, 2))
+    assert recalls[1] < recalls[2]
+    record = model.history_[model.best_epoch_]
+    assert record["holdout_recall_at_1"] == pytest.approx(recalls[1], abs=1e-12)
+    expected_map = holidays_map(Y.astype(np.float64), groups[held], np.ones(held.sum(), dtype=bool))
+    assert record["holdout_map"] == pytest.approx(expected_map, abs=1e-6) == model.holdout_map_
