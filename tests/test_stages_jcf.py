@@ -13,10 +13,17 @@ from snakemake.utils import validate
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.config import check_config
 from ndir.errors import ConfigError, ResultFileError
-from ndir.evaluation import holidays_map
-from ndir.jcf import JCF, codebook_features, codebook_second_order_pooling, subsample_descriptors
+from ndir.evaluation import holidays_map, recall_at_k
+from ndir.jcf import (
+    JCF,
+    codebook_features,
+    codebook_second_order_pooling,
+    second_order_pooling,
+    subsample_descriptors,
+)
 from ndir.report import jcf_table, method_family
 from ndir.descriptors import image_descriptors_with
+from ndir.stages.common import split_together
 from ndir.stages.jcf import (
     evaluate_second_order,
     extract_jcf_features,
@@ -144,57 +151,73 @@ def test_second_order_records(small_set, tmp_path):
     for record in (plain, with_codebook):
         assert record["n_parameters"] == record["model_bytes"] == 0 and record["initialisation"] == "none"
         assert record["db_bytes_per_image"] == 4 * record["dims"]
-        assert 0 <= record["recall_at_1"] <= record["recall_at_2"] <= record["recall_at_8"] <= 1
         assert record["n_local_features"] == PER_IMAGE
     assert plain["madds_per_query"] == PER_IMAGE * T + T * 12
     assert with_codebook["madds_per_query"] == PER_IMAGE * T * (1 + K) + K * T * 12
-    # Scored from the Gram matrix, as from the signatures themselves.
+    # Scored from the Gram matrix, as from the signatures themselves (cosine).
     X, H, groups, is_query = load_features(small_set["images"], small_set["features"], small_set["codebook"])["test"]
-    Y = codebook_second_order_pooling(X, H)
-    assert with_codebook["test_map"] == pytest.approx(holidays_map(Y, groups, is_query))
+    for record, Y in ((plain, second_order_pooling(X)), (with_codebook, codebook_second_order_pooling(X, H))):
+        Y = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        assert record["test_map"] == pytest.approx(holidays_map(Y, groups, is_query))
+        recalls = recall_at_k(Y, groups, (1, 2, 4, 8))
+        assert [record[f"recall_at_{n}"] for n in (1, 2, 4, 8)] == pytest.approx([recalls[n] for n in (1, 2, 4, 8)])
 
 
-@pytest.mark.parametrize(("K_run", "k"), [(K, 2), (K, None), (1, None)])
-def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(small_set, tmp_path, K_run, k):
+@pytest.mark.parametrize(
+    ("K_run", "k", "learning_rate", "seed", "best_epoch"),
+    # Settings (found by trying seeds) where the hold-out mAP peaks after epoch 0 and
+    # before the last epoch, so that the learned model is neither the random start
+    # nor the last epoch's.
+    [(K, 2, 0.2, 1, 2), (K, None, 0.1, 1, 1), (1, None, 0.2, 5, 1)],
+)
+def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
+    small_set, tmp_path, K_run, k, learning_rate, seed, best_epoch
+):
     out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
     out["random_record"] = tmp_path / "run-random.json"
     R = 3
-    train_jcf(
-        small_set["images"],
-        small_set["features"],
-        **out,
-        codebook=small_set["codebook"] if K_run > 1 else None,
-        n_clusters=K_run,
-        n_components=R,
-        n_shared=k,
-        margin=0.3,
-        learning_rate=0.05,
-        epochs=2,
-        batch_groups=2,
-        holdout_fraction=0.5,
+    options = dict(
+        n_components=R, n_shared=k, margin=0.3, learning_rate=learning_rate, batch_groups=2, holdout_fraction=0.5,
         sqrt_eps=1e-4,
-        seed=0,
-    )
+    )  # fmt: skip
+    codebook = small_set["codebook"] if K_run > 1 else None
+    train_jcf(
+        small_set["images"], small_set["features"], **out, codebook=codebook, n_clusters=K_run, epochs=3, seed=seed,
+        **options,
+    )  # fmt: skip
     learned, random = (json.loads(out[name].read_text()) for name in ("record", "random_record"))
     parameters = 2 * R * D * K_run if k is None else 2 * (K_run * k + R * D * k)
     for record in (learned, random):
         assert (record["K"], record["R"], record["k"], record["dims"]) == (K_run, R, k, R)
         assert record["n_parameters"] == parameters and record["model_bytes"] == 4 * parameters
+        # The hold-out: two of the four training groups of three images.
+        assert record["n_holdout_images"] == 6
     assert learned["initialisation"] == "learned" and random["initialisation"] == "random"
     assert random["method"] == learned["method"] + ", random init" and random["train_s"] == 0
+    assert (learned["epochs"], random["epochs"]) == (3, 0)
     assert learned["family"] == {(1, None): "factorised", (K, None): "JCF", (K, 2): "JCF shared"}[(K_run, k)]
     history = pd.read_csv(out["history"])
-    assert list(history["epoch"]) == [0, 1, 2]
-    # The random record is the learned model's epoch 0: the same seed, hold-out and draw.
-    assert random["holdout_map"] == pytest.approx(history["holdout_map"][0])
-    assert learned["holdout_map"] == pytest.approx(history["holdout_map"].max())
-    assert learned["best_epoch"] == int(history["holdout_map"].idxmax())
-    # The saved model reproduces the recorded test mAP.
+    assert list(history["epoch"]) == [0, 1, 2, 3]
+    maps = history["holdout_map"].to_numpy()
+    assert learned["best_epoch"] == int(np.argmax(maps)) == best_epoch and random["best_epoch"] == 0
+    assert maps[best_epoch] > maps[0] and maps[best_epoch] > maps[-1]
+    assert learned["holdout_map"] == pytest.approx(maps[best_epoch])
+    assert random["holdout_map"] == pytest.approx(maps[0])
+    # Each record scores its own model on the test split: the saved one for the
+    # learned record, the same estimator and seed without an epoch for the random one.
+    splits = load_features(small_set["images"], small_set["features"], codebook)
+    (X_train, H_train, groups_train, _), (X, H, groups, is_query) = splits["train"], splits["test"]
+    start = JCF(n_epochs=0, random_state=seed, **options).fit(
+        X_train, H_train, groups_train, split_together(small_set["images"], "train")
+    )
     model = JCF.load(out["model"])
-    X, H, groups, is_query = load_features(
-        small_set["images"], small_set["features"], small_set["codebook"] if K_run > 1 else None
-    )["test"]
-    assert holidays_map(model.transform(X, H), groups, is_query) == pytest.approx(learned["test_map"])
+    for record, estimator in ((learned, model), (random, start)):
+        Y = estimator.transform(X, H)
+        assert record["test_map"] == pytest.approx(holidays_map(Y, groups, is_query), abs=1e-12)
+        recalls = recall_at_k(Y, groups, (1, 2, 4, 8))
+        assert [record[f"recall_at_{n}"] for n in (1, 2, 4, 8)] == pytest.approx([recalls[n] for n in (1, 2, 4, 8)])
+    assert learned["test_map"] != random["test_map"]
+    assert not np.allclose(model.U_, start.U_)
     # The hold-out keeps training groups 0 and 1 (one photo) together: {0, 1} or {2, 3}.
     assert model.holdout_groups_.tolist() in ([0, 1], [2, 3])
 
@@ -220,7 +243,10 @@ def test_jcf_record_hand_worked():
     assert swapped["method"] == "factorised R=2 (K=1), random init"
     assert swapped["recall_at_1"] == 0.0
     assert method_family(record["method"]) == "JCF-R-8 (K=64)"
-    assert method_family("JCF-64 (K=64)") == "JCF-R (K=64)" and method_family("factorised R=64 (K=1)") == "factorised (K=1)"
+    assert (
+        method_family("JCF-64 (K=64)") == "JCF-R (K=64)"
+        and method_family("factorised R=64 (K=1)") == "factorised (K=1)"
+    )
 
 
 def _record(method, family, K, R, k, initialisation, recall):
@@ -232,27 +258,40 @@ def _record(method, family, K, R, k, initialisation, recall):
 
 
 def test_jcf_table_puts_baselines_first_and_each_random_init_before_its_model():
-    records = pd.DataFrame(
-        [
-            _record("JCF-4 (K=8)", "JCF", 8, 4, None, "learned", 0.6),
-            _record("JCF-4 (K=8), random init", "JCF", 8, 4, None, "random", 0.4),
-            _record("codebook second-order pooling K=8", "codebook second-order pooling", 8, None, None, "none", 0.7),
-            _record("JCF-4-2 (K=8)", "JCF shared", 8, 4, 2, "learned", 0.55),
-            _record("second-order pooling", "second-order pooling", 1, None, None, "none", 0.65),
-        ]
-    )
-    table = jcf_table(records)
-    assert list(table["Method"]) == [
-        "second-order pooling",
-        "codebook second-order pooling K=8",
-        "JCF-4 (K=8), random init",
-        "JCF-4 (K=8)",
-        "JCF-4-2 (K=8)",
-    ]
-    assert table["R"].isna().tolist() == [True, True, False, False, False]
-    assert table["k"].tolist()[-1] == 2 and table["Recall@1"].tolist()[0] == 65.0
+    """Every record with its own figures (no two columns alike, K against R in the
+    order), so that a column filled from another key or a sort key dropped shows."""
+    rows = [
+        # method, family, K, R, k, initialisation, parameters, dims, bytes, mAP, R@1, train s, best epoch
+        ("JCF-4 (K=8)", "JCF", 8, 4, None, "learned", 256, 4, 16, 0.61, 0.52, 12.5, 7),
+        ("JCF-4 (K=8), random init", "JCF", 8, 4, None, "random", 256, 4, 16, 0.33, 0.21, 0.0, 0),
+        ("codebook second-order pooling K=8", "codebook second-order pooling", 8, None, None, "none", 0, 288, 1152,
+         0.71, 0.68, 0.0, None),
+        ("JCF-4-2 (K=8)", "JCF shared", 8, 4, 2, "learned", 96, 4, 16, 0.57, 0.49, 9.25, 3),
+        ("JCF-8 (K=4)", "JCF", 4, 8, None, "learned", 512, 8, 32, 0.64, 0.55, 20.0, 11),
+        ("second-order pooling", "second-order pooling", 1, None, None, "none", 0, 36, 144, 0.66, 0.59, 0.0, None),
+        ("JCF-4-1 (K=8)", "JCF shared", 8, 4, 1, "learned", 80, 4, 16, 0.45, 0.38, 8.0, 5),
+    ]  # fmt: skip
+    keys = ["method", "family", "K", "R", "k", "initialisation", "n_parameters", "dims", "db_bytes_per_image"]
+    keys += ["test_map", "recall_at_1", "train_s", "best_epoch"]
+    table = jcf_table(pd.DataFrame([dict(zip(keys, row)) for row in rows]))
+    # Baselines, then by family, K, R, k; a random init just before its model.
+    order = [5, 2, 4, 1, 0, 6, 3]
+    assert list(table.columns) == [
+        "Method", "K", "R", "k", "Parameters", "Dims", "Bytes per db image", "Test mAP", "Recall@1", "Best epoch",
+        "Train s",
+    ]  # fmt: skip
+    assert list(table["Method"]) == [rows[i][0] for i in order]
+    assert table["K"].tolist() == [rows[i][2] for i in order]
+    assert table["R"].tolist() == [pd.NA, pd.NA, 8, 4, 4, 4, 4]
+    assert table["k"].tolist() == [pd.NA, pd.NA, pd.NA, pd.NA, pd.NA, 1, 2]
+    assert table["Parameters"].tolist() == [rows[i][6] for i in order]
+    assert table["Dims"].tolist() == [rows[i][7] for i in order]
+    assert table["Bytes per db image"].tolist() == [rows[i][8] for i in order]
+    assert table["Test mAP"].tolist() == pytest.approx([100 * rows[i][9] for i in order])
+    assert table["Recall@1"].tolist() == pytest.approx([100 * rows[i][10] for i in order])
+    assert table["Train s"].tolist() == [rows[i][11] for i in order]
     # Only learned models have a best epoch.
-    assert table["Best epoch"].isna().tolist() == [True, True, True, False, False]
+    assert table["Best epoch"].tolist() == [pd.NA, pd.NA, 11, pd.NA, 7, 5, 3]
 
 
 def test_a_record_of_an_older_ndir_is_refused_naming_it(tmp_path):
