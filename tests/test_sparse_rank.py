@@ -762,16 +762,28 @@ def test_history_records_the_objective_before_projection():
 
 def test_training_stops_after_n_iter_no_change_steps_that_do_not_move(monkeypatch):
     """A line search that finds no step (mu = 0) n_iter_no_change times in a row ends
-    the training there; None runs to max_iter."""
+    the training there; zeros broken by a step do not, and None runs to max_iter.
+    The line search is replaced by a fixed sequence of step sizes."""
     X, groups, _ = grouped(8, 3, 40, noise=1.5, seed=2)
-    monkeypatch.setattr(_descent.Descent, "step", lambda self, problem, selected: (0.0, 1.0))
-    fit = lambda n: SparseRankProjector(  # noqa: E731
-        4, sparsity=0.5, max_iter=30, n_iter_no_change=n, random_state=0
-    ).fit(X, groups)
-    stalled = fit(7)
+    pattern = []
+    monkeypatch.setattr(_descent.Descent, "step", lambda self, problem, selected: (pattern.pop(0), 1.0))
+
+    def fit(n, sizes):
+        pattern[:] = list(sizes)
+        return SparseRankProjector(
+            4, sparsity=0.5, max_iter=30, n_iter_no_change=n, random_state=0
+        ).fit(X, groups)
+
+    stalled = fit(7, [0.0] * 30)
     assert stalled.n_iter_ == 7 and stalled.objective_[-1] > stalled.tol
     np.testing.assert_array_equal(stalled.step_sizes_, 0.0)
-    assert fit(None).n_iter_ == 30
+    # Two zeros then a step, over and over: never three zeros in a row.
+    assert fit(3, [0.0, 0.0, 0.5] * 10).n_iter_ == 30
+    # Four steps, then zeros: the third zero in a row ends it.
+    late = fit(3, [0.5] * 4 + [0.0] * 26)
+    assert late.n_iter_ == 7
+    np.testing.assert_array_equal(late.step_sizes_, [0.5] * 4 + [0.0] * 3)
+    assert fit(None, [0.0] * 30).n_iter_ == 30
 
 
 def test_a_callback_returning_true_stops_at_the_state_it_was_shown():
@@ -868,9 +880,10 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, monkeypat
 
 @pytest.mark.parametrize("line_search", ["projected", "dense"])
 def test_step_reports_the_objective_before_the_l0_projection(line_search):
-    """The second value of a sparse step (objective_unprojected_) is the loss over all
-    queries at U - mu G, G = X^T B of the step's queries, before the projection: by
-    loops, from the U and mu of the step."""
+    """A sparse step moves U to P_M(U - mu G), G = X^T B of the step's queries (full
+    sort, unit columns), mu the step size it returns; its second value
+    (objective_unprojected_) is the loss over all queries at U - mu G, before the
+    projection, by loops."""
     from concurrent.futures import ThreadPoolExecutor
 
     X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
@@ -879,9 +892,14 @@ def test_step_reports_the_objective_before_the_l0_projection(line_search):
         U = descent.components().toarray().astype(np.float64)
         B = _ranking.gradient(problem, descent.Y, selected)[4]
         mu, unprojected = descent.step(problem, selected)
+        after = descent.components().toarray().astype(np.float64)
     assert mu > 0.0
     X64 = X.astype(np.float64)
-    expected = brute_force_losses(X64, U - mu * X64.T @ B, groups, query_rows, 1e-3)
+    # The step lands on P_M(U - mu X^T B) with unit columns: mu is the step taken
+    # along G = X^T B, whatever the search's own parametrisation.
+    moved = U - mu * X64.T @ B
+    np.testing.assert_allclose(after, brute_force_projection(moved, 12, True), atol=2e-5)
+    expected = brute_force_losses(X64, moved, groups, query_rows, 1e-3)
     np.testing.assert_allclose(unprojected, expected.sum(), rtol=1e-5)
 
 
@@ -975,3 +993,30 @@ def test_gradient_entries_are_float64_sums_rounded_once():
     GT = (right.T @ left).astype(np.float32)
     np.testing.assert_array_equal(inside, np.take_along_axis(GT, descent.kept, axis=1))
     np.testing.assert_array_equal(values, GT[rows, columns])
+
+
+def test_y_is_recomputed_from_x_u_and_u_renormalised_every_refresh_steps(monkeypatch):
+    """Every _REFRESH_EVERY-th dense step recomputes Y as X U and rescales U's columns
+    to unit norm from scratch, wiping out the drift of the steps that update them:
+    here a drift injected into Y and into a column of U before the refresh step
+    (_REFRESH_EVERY = 2) is gone after it, and stays after a step that is not one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_descent, "_REFRESH_EVERY", 2)
+    X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
+    drift = np.random.default_rng(5).standard_normal((X.shape[0], 5)) * 1e-2
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 40, True, "dense", pool, 2)
+        for refresh in (False, True):
+            descent.Y = descent.Y + drift
+            descent.UT[1] *= 1.25
+            mu, _ = descent.step(problem, selected)
+            assert mu > 0.0 and descent.refresh_due() == refresh
+            Y, UT = descent.Y.copy(), descent.UT.astype(np.float64)
+            exact = X.astype(np.float64) @ UT.T
+            if refresh:
+                np.testing.assert_allclose(Y, exact, atol=1e-5)
+                np.testing.assert_allclose(np.linalg.norm(UT, axis=1), 1.0, atol=1e-6)
+            else:
+                assert np.abs(Y - exact).max() > 1e-3
+                assert abs(np.linalg.norm(UT[1]) - 1.0) > 1e-2
