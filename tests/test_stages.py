@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 
 from ndir.errors import ConfigError, DatasetError
 from ndir.atomic import atomic_output
@@ -234,6 +235,46 @@ def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups
     assert says in (tmp_path / "table1.md").read_text()
 
 
+def test_table1_rows_carry_95_percent_intervals_printed_when_queries_are_few(tmp_path):
+    """evaluate_pca_baseline's map_low and map_high are the 95 % bootstrap interval of
+    its per-query APs (recomputed here from holidays_map), and table1 prints them
+    beside each mAP in the Markdown table when the test split has fewer than
+    INTERVAL_MAX_QUERIES queries, not otherwise."""
+    from ndir.evaluation import bootstrap_interval, holidays_map
+    from ndir.stages.baseline import evaluate_pca_baseline
+    from ndir.stages.common import split_signatures
+
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(24), 3)
+    table = pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(groups.size)], "path": "x", "group": groups,
+            "is_query": np.arange(groups.size) % 3 == 0, "split": np.where(groups < 12, "train", "test"),
+        }
+    )  # fmt: skip
+    table.to_csv(tmp_path / "images.csv", index=False)
+    centres = rng.normal(size=(24, 16))
+    np.save(tmp_path / "fv-8.npy", (centres[groups] + 1.2 * rng.normal(size=(groups.size, 16))).astype(np.float32))
+    results = tmp_path / "fv-8.csv"
+    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "fv-8.npy", results, dims=[4])
+    rows = pd.read_csv(results)
+    X, test_groups, is_query = split_signatures(tmp_path / "images.csv", tmp_path / "fv-8.npy")["test"]
+    mean_ap, ap = holidays_map(X, test_groups, is_query, return_per_query=True)
+    assert rows.loc[0, "map"] == pytest.approx(mean_ap) and rows.loc[0, "n_queries"] == 12
+    low, high = bootstrap_interval(ap, level=0.95)
+    assert (rows.loc[0, "map_low"], rows.loc[0, "map_high"]) == pytest.approx((low, high))
+    assert low < bootstrap_interval(ap, level=0.5)[0] and low < mean_ap < high
+
+    report = _data_report(tmp_path / "report.json", "holidays", 72, 24)
+    stems = [str(tmp_path / f"table1.{suffix}") for suffix in ("csv", "md", "tex")]
+    table1([str(results)], str(report), stems)
+    markdown = (tmp_path / "table1.md").read_text()
+    assert f"{100 * mean_ap:.2f} [{100 * low:.1f}, {100 * high:.1f}]" in markdown
+    rows.assign(n_queries=100).to_csv(results, index=False)
+    table1([str(results)], str(report), stems)
+    assert f"{100 * mean_ap:.2f} [" not in (tmp_path / "table1.md").read_text()
+
+
 @pytest.mark.parametrize("sparsity", [0.99, 0.5])
 def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
     """The history's mAPs: ``X U`` through the sparse U (tau = 0.99) or dense BLAS
@@ -371,6 +412,76 @@ def test_damaged_results_are_named_with_the_fix(tmp_path):
     with pytest.raises(ResultFileError, match=rf"0.npz: unreadable \(BadZipFile: .*\), {fix}"):
         gather_signatures(images, [shard], tmp_path / "out.npy", "fv-8")
     assert not (tmp_path / "out.npy").exists()
+
+
+def _damaged(path, write):
+    """``write(path)``, then the file cut to its first 100 bytes."""
+    write(path)
+    path.write_bytes(path.read_bytes()[:100])
+    return path
+
+
+def _call_sites():
+    """(name, file written, how to damage it, the stage call reading it) for every
+    stage that reads a result array file back."""
+    from ndir.stages import codebooks, jcf, seeds, signatures
+
+    descriptors = lambda path: np.save(path, np.ones((50, 8), dtype=np.float32))  # noqa: E731
+    counts = lambda path: sp.save_npz(path, sp.csr_matrix(np.eye(2, 4, dtype=np.float32)))  # noqa: E731
+
+    def count_shard(path):
+        np.savez(path, image_id=np.array(["a", "b"]), data=np.ones(2, np.float32), indices=np.arange(2),
+                 indptr=np.arange(3), shape=np.array([2, 4]))  # fmt: skip
+
+    def feature_shard(path, drop=None):
+        arrays = dict(image_id=np.array(["a", "b"]), features=np.ones((4, 3), np.float32),
+                      offsets=np.array([0, 2, 4]), pca_components=np.eye(3, 8))  # fmt: skip
+        np.savez(path, **{key: value for key, value in arrays.items() if key != drop})
+
+    return [
+        ("descriptor PCA sample", "sample.npy", descriptors, lambda t, f: codebooks.fit_descriptor_pca(f, t / "o", 4)),
+        ("VLAD sample", "sample.npy", descriptors, lambda t, f: codebooks.fit_vlad_codebook(f, t / "o", 2, 4, 2, 0)),
+        ("FV sample", "sample.npy", descriptors, lambda t, f: codebooks.fit_fisher_codebook(f, t / "p", t / "o", 2, 2, 0)),
+        ("vocabulary sample", "sample.npy", descriptors, lambda t, f: seeds.fit_visual_vocabulary(f, t / "o", 2, 2, 1, 0)),
+        ("word-count shard", "0.npz", count_shard, lambda t, f: seeds.gather_bovw(t / "images.csv", [f], t / "o")),
+        ("word counts", "bovw.npz", counts, lambda t, f: seeds.evaluate_tfidf(t / "images.csv", f, t / "o")),
+        ("signature shard", "0.npz", lambda path: np.savez(path, image_id=np.array(["a", "b"]), **{"fv-8": np.ones((2, 8))}),
+         lambda t, f: signatures.gather_signatures(t / "images.csv", [f], t / "o", "fv-8")),
+        ("JCF feature shard", "0.npz", feature_shard, lambda t, f: jcf.gather_jcf_features(t / "images.csv", [f], t / "o")),
+        ("JCF features", "features.npz", feature_shard, lambda t, f: jcf.load_features(t / "images.csv", f)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("site", range(9), ids=[site[0] for site in _call_sites()])
+def test_every_damaged_result_array_is_named_with_the_fix(tmp_path, site):
+    """Each stage reading an array file written by an earlier rule (samples, shards,
+    word counts, JCF features) names that file with the fix when it is cut short,
+    and leaves no output behind."""
+    from ndir.errors import ResultFileError
+
+    name, filename, write, call = _call_sites()[site]
+    pd.DataFrame(
+        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+    ).to_csv(tmp_path / "images.csv", index=False)
+    damaged = _damaged(tmp_path / filename, write)
+    fix = r"cut short or damaged; delete it and run `snakemake \S+ --cores all`"
+    with pytest.raises(ResultFileError, match=rf"{filename}: unreadable \(\w+: .*\), {fix}"):
+        call(tmp_path, damaged)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_result_file_without_an_array_is_named_with_the_fix(tmp_path):
+    """A shard missing one of its arrays (NumPy's KeyError) is a ResultFileError too."""
+    from ndir.errors import ResultFileError
+    from ndir.stages.jcf import gather_jcf_features
+
+    pd.DataFrame(
+        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+    ).to_csv(tmp_path / "images.csv", index=False)
+    shard = tmp_path / "0.npz"
+    np.savez(shard, image_id=np.array(["a", "b"]), features=np.ones((4, 3), np.float32), pca_components=np.eye(3, 8))
+    with pytest.raises(ResultFileError, match=r"0.npz: unreadable \(KeyError: .*offsets.*\), cut short or damaged"):
+        gather_jcf_features(tmp_path / "images.csv", [shard], tmp_path / "o")
 
 
 def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
