@@ -5,7 +5,15 @@ import pytest
 from scipy import stats
 
 from ndir import evaluation
-from ndir.evaluation import average_precision, bootstrap_interval, holidays_map, map_from_scores, top_k
+from ndir.evaluation import (
+    average_precision,
+    bootstrap_interval,
+    holidays_map,
+    map_from_scores,
+    misses_near_duplicates,
+    recall_at_k,
+    top_k,
+)
 
 
 def reference_ap(ranks, n_positives):
@@ -269,3 +277,43 @@ def test_holidays_map_ranks_scores_that_float32_sums_would_tie():
     groups = np.array([0, 0, 1])
     is_query = np.array([True, False, False])
     assert holidays_map(X, groups, is_query) == 1.0
+
+
+def test_misses_near_duplicates_compares_hits_with_the_room_for_them():
+    """Hand-worked, groups of 3, 2 and 4 images: a top-3 list misses near duplicates
+    when it holds fewer than min(3, n_positives) of them."""
+    groups = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    queries = [0, 3, 5, 0]
+    top = np.array(
+        [
+            [1, 3, 4],  # 1 of its 2 positives: a miss
+            [4, 0, 1],  # its only positive: none missed
+            [6, 7, 8],  # 3 of 3 positives: none missed
+            [2, 1, 8],  # 2 of 2: none missed
+        ]
+    )
+    assert misses_near_duplicates(top, queries, groups).tolist() == [True, False, False, False]
+    # With room for one: only the list whose first is a negative misses.
+    assert misses_near_duplicates(top[:, :1], queries, groups).tolist() == [False, False, False, False]
+    assert misses_near_duplicates(top[:, 1:2], queries, groups).tolist() == [True, True, False, False]
+
+
+def test_bootstrap_interval_defaults_are_the_documented_ones():
+    """The tables' intervals are reproducible: the defaults are level 0.95, 2000
+    resamples and seed 0, and another seed or count moves the bounds."""
+    ap = np.random.default_rng(7).uniform(size=23)
+    default = bootstrap_interval(ap)
+    assert default == bootstrap_interval(ap, level=0.95, n_resamples=2000, seed=0)
+    assert default != bootstrap_interval(ap, seed=1) and default != bootstrap_interval(ap, n_resamples=2001)
+
+
+@pytest.mark.parametrize("level", [0.0, -0.5, 1.0, 95])
+def test_bootstrap_interval_refuses_a_level_outside_0_1(level):
+    with pytest.raises(ValueError, match="level must be in"):
+        bootstrap_interval([0.5, 1.0], level=level)
+    assert bootstrap_interval([0.5, 1.0], level=0.999)[0] >= 0.5
+
+
+def test_recall_of_no_image_is_refused():
+    with pytest.raises(ValueError, match="no query to evaluate"):
+        recall_at_k(np.zeros((0, 3)), np.zeros(0, dtype=int))

@@ -184,6 +184,7 @@ def summarise(name, tree, session):
         "timeouts": 0,
     }
     survivors = []
+    equivalents = read_equivalents()
     with use_db(str(session), WorkDB.Mode.open) as db:
         counts["all"] = counts["mutants"] = db.num_work_items
         results = dict(db.results)
@@ -201,7 +202,10 @@ def summarise(name, tree, session):
                     counts["sampled"] += 1
                 continue
             counts["sampled"] += 1
-            if result.test_outcome == TestOutcome.SURVIVED:
+            key = (str(spec.module_path), spec.operator_name.split("/")[-1], _line(tree, spec))
+            if result.test_outcome == TestOutcome.SURVIVED and key in equivalents:
+                counts["equivalent"] += 1
+            elif result.test_outcome == TestOutcome.SURVIVED:
                 counts["survived"] += 1
                 survivors.append(
                     {
