@@ -674,3 +674,41 @@ def test_holdout_figures_are_the_kept_models_map_and_recall_at_1_on_the_held_out
     assert record["holdout_recall_at_1"] == pytest.approx(recalls[1], abs=1e-12)
     expected_map = holidays_map(Y.astype(np.float64), groups[held], np.ones(held.sum(), dtype=bool))
     assert record["holdout_map"] == pytest.approx(expected_map, abs=1e-6) == model.holdout_map_
+
+
+def test_defaults_are_the_workflows_settings():
+    """JCF() as documented: the settings of config.yaml's seeds.jcf (R = 64, margin .3,
+    learning rate .05, 40 epochs of batches of 8 groups, 20 % held out, smoothing 1e-4),
+    the full form with the signed square root."""
+    import yaml
+
+    from .conftest import REPO
+
+    settings = yaml.safe_load((REPO / "config.yaml").read_text())["seeds"]["jcf"]
+    assert JCF().get_params() == {
+        "n_components": settings["dims"][0],
+        "n_shared": None,
+        "signed_sqrt": True,
+        "sqrt_eps": settings["sqrt_eps"],
+        "margin": settings["margin"],
+        "learning_rate": settings["learning_rate"],
+        "n_epochs": settings["epochs"],
+        "batch_groups": settings["batch_groups"],
+        "holdout_fraction": settings["holdout_fraction"],
+        "random_state": None,
+    }
+    assert settings["dims"][0] == 64 and settings["batch_groups"] == 8 and settings["epochs"] == 40
+
+
+def test_image_chunks_bound_the_lifted_rows(monkeypatch):
+    """The images are processed in runs, in order, each image once, whose lifted rows
+    (their features times ``width``) stay within LIFT_ELEMENTS; an image larger than
+    that alone makes a run of its own."""
+    monkeypatch.setattr(jcf, "LIFT_ELEMENTS", 100)
+    sizes = np.array([3, 4, 2, 30, 1, 5, 5, 2])
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    images = np.array([7, 0, 1, 2, 3, 4, 5, 6])
+    chunks = [chunk.tolist() for chunk in jcf._image_chunks(offsets, images, width=10)]
+    # Rows 2 3 4 | 2 | 30 | 1 5 | 5 (x 10 elements each): 90 or 60 fit in 100, 110 do not.
+    assert chunks == [[7, 0, 1], [2], [3], [4, 5], [6]]
+    assert np.concatenate(chunks).tolist() == images.tolist()

@@ -20,7 +20,8 @@ Usage (from the repository root, with the test extra installed)::
 
     nice -n 10 python tools/mutation_score.py                       # every module, every mutant
     nice -n 10 python tools/mutation_score.py --sample 60 --seed 0  # 60 mutants per module
-    python tools/mutation_score.py --modules evaluation config --report    # table of finished sessions
+    nice -n 10 python tools/mutation_score.py --modules jcf --retest-survivors  # after new tests
+    python tools/mutation_score.py --report                         # table of the sessions so far
 
 Mutants listed in ``tools/mutation_equivalents.txt`` (module, operator and the
 mutated line's text, so that they survive edits elsewhere) are not run and are
@@ -91,12 +92,14 @@ def pytest_command(tests):
 
 
 def copy_tree(workdir):
-    """The working tree (tracked and untracked files, without outputs) copied to ``workdir``."""
+    """The working tree (tracked and untracked files, without outputs) copied into
+    ``workdir``, one copy per run so that runs side by side do not share files."""
     workdir.mkdir(parents=True, exist_ok=True)
+    tree = workdir / f"tree-{os.getpid()}"
     excluded = [".git", ".venv", "results", "logs", ".snakemake", "__pycache__", ".pytest_cache"]
-    args = ["rsync", "-a", "--delete", *(f"--exclude={name}" for name in excluded), f"{REPO}/", f"{workdir}/tree/"]
+    args = ["rsync", "-a", "--delete", *(f"--exclude={name}" for name in excluded), f"{REPO}/", f"{tree}/"]
     subprocess.run(args, check=True)
-    return workdir / "tree"
+    return tree
 
 
 def read_equivalents():
@@ -155,6 +158,22 @@ def init_session(name, tree, session, sample, seed, timeout):
 def _key(item):
     spec = item.mutations[0]
     return (str(spec.module_path), spec.start_pos, spec.operator_name, spec.occurrence)
+
+
+def forget_survivors(session):
+    """Make the survivors of a finished session pending again (to test them anew)."""
+    from cosmic_ray.work_db import WorkDB, WorkResultStorage, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        survived = [
+            job_id
+            for job_id, result in db.results
+            if result.worker_outcome != WorkerOutcome.SKIPPED and result.test_outcome == TestOutcome.SURVIVED
+        ]
+        with db._session_maker.begin() as transaction:
+            transaction.query(WorkResultStorage).filter(WorkResultStorage.job_id.in_(survived)).delete()
+    return len(survived)
 
 
 def baseline_seconds(name, tree):
@@ -242,13 +261,20 @@ def main(argv=None):
     )
     parser.add_argument("--report", action="store_true", help="only summarise the sessions already in --workdir")
     parser.add_argument("--fresh", action="store_true", help="new sessions even where one exists (else resume)")
+    parser.add_argument(
+        "--retest-survivors", action="store_true", help="run a finished session's survivors again (after new tests)"
+    )
     args = parser.parse_args(argv)
 
-    tree = args.workdir / "tree" if args.report else copy_tree(args.workdir)
+    tree = None if args.report else copy_tree(args.workdir)
     rows = {}
     for name in args.modules:
         session = args.workdir / (name.replace("/", "-") + ".sqlite")
-        if not args.report:
+        if args.report:
+            tree = Path(session.with_suffix(".tree").read_text())
+        else:
+            if args.retest_survivors and session.exists():
+                print(f"{name}: {forget_survivors(session)} survivors to test again", flush=True)
             if args.fresh or not session.exists():
                 session.unlink(missing_ok=True)
                 seconds = baseline_seconds(name, tree)
@@ -263,6 +289,7 @@ def main(argv=None):
             timing = session.with_suffix(".seconds")
             previous = float(timing.read_text()) if timing.exists() and not args.fresh else 0.0
             timing.write_text(str(previous + elapsed))
+            session.with_suffix(".tree").write_text(str(tree))
         counts, survivors = summarise(name, tree, session)
         timing = session.with_suffix(".seconds")
         counts["seconds"] = float(timing.read_text()) if timing.exists() else float("nan")
