@@ -35,6 +35,7 @@ def test_strings_that_are_not_the_schema_type_are_left_for_validation():
     assert config == {"seed": "true", "dataset": {"train_fraction": "half", "kind": "123"}}
 
 
+@pytest.mark.workflow  # starts Snakemake (a dry run, 10 s)
 @pytest.mark.parametrize(
     "value",
     [
@@ -81,6 +82,7 @@ def test_schema_errors_name_each_wrong_key_and_the_nearest_known_ones():
     ]
 
 
+@pytest.mark.workflow  # starts Snakemake (a dry run, 10 s)
 def test_a_misspelled_key_is_named_in_a_few_lines_by_the_workflow(tmp_path):
     (tmp_path / "typo.yaml").write_text("sparse: {max_iters: 100}\n")
     bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), str(tmp_path / "typo.yaml"), check=False)
@@ -97,6 +99,7 @@ def test_a_path_with_the_embedded_set_is_an_error_not_ignored():
         check_config(config)
 
 
+@pytest.mark.workflow  # starts Snakemake (a dry run, 10 s)
 @pytest.mark.parametrize("kind", ["holidays", "ukbench"])
 def test_holidays_and_ukbench_without_a_path_are_fetched_first(tmp_path, kind):
     config = default_config()
@@ -114,6 +117,7 @@ def test_folders_need_a_path():
         check_config(config)
 
 
+@pytest.mark.workflow  # starts Snakemake (a dry run, 10 s)
 def test_command_line_value_of_the_wrong_type_is_named(tmp_path):
     bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), "--config", "dataset={train_fraction: half}", check=False)
     assert bad.returncode != 0 and "'half' is not of type 'number'" in bad.stdout + bad.stderr

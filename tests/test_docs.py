@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAX_README_LINES = 250
 # The pages the README must link, one topic each.
-REQUIRED_PAGES = ["results", "performance", "cluster", "data", "method"]
+REQUIRED_PAGES = ["results", "performance", "cluster", "data", "method", "testing"]
 
 # Files under results/ are written by a run of the workflow (`snakemake --cores 2`),
 # never committed: a link there (e.g. results/figures/fig4.png) is allowed without the
