@@ -7,7 +7,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from ndir.config import check_config, signature_dim
+from ndir.config import check_config, raise_schema_errors, signature_dim
 from ndir.errors import ConfigError
 
 from .conftest import REPO
@@ -157,3 +157,19 @@ def test_jcf_learns_at_least_one_model(models):
 
 def test_disabled_jcf_is_not_checked():
     check_config(config_with(**{"seeds.jcf.enabled": False, "seeds.jcf.codebook_sizes": [512]}))
+
+
+def test_schema_errors_are_raised_as_one_config_error_listing_each():
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    config = copy.deepcopy(DEFAULTS)
+    config["sparse"]["max_iters"] = 100
+    config["seed"] = "zero"
+    with pytest.raises(ConfigError) as error:
+        raise_schema_errors(config, schema)
+    lines = str(error.value).splitlines()
+    assert "does not match workflow/schemas/config.schema.yaml" in lines[0]
+    assert lines[1:] == [
+        "  seed: 'zero' is not of type 'integer'",
+        "  sparse.max_iters: unknown key; did you mean sparse.max_iter?",
+    ]
+    raise_schema_errors(copy.deepcopy(DEFAULTS), schema)

@@ -1,6 +1,8 @@
 """Joint Codebook Factorization: formulas against explicit Kronecker products and loops,
 analytic gradients against finite differences, and a toy problem it must learn."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -712,3 +714,29 @@ def test_image_chunks_bound_the_lifted_rows(monkeypatch):
     # Rows 2 3 4 | 2 | 30 | 1 5 | 5 (x 10 elements each): 90 or 60 fit in 100, 110 do not.
     assert chunks == [[7, 0, 1], [2], [3], [4, 5], [6]]
     assert np.concatenate(chunks).tolist() == images.tolist()
+
+
+def test_input_boundaries_are_refused_or_accepted():
+    """One local feature per image is enough, none is refused; one more posterior
+    array than images is refused; a subsample of one descriptor per image is allowed,
+    of none refused."""
+    rng = np.random.default_rng(31)
+    features, posteriors = random_images(rng, 4, 3, 2, n_min=1, n_max=1)
+    groups = np.array([0, 0, 1, 1])
+    JCF(n_components=2, n_epochs=1, holdout_fraction=0).fit(features, posteriors, groups)
+    with pytest.raises(ValueError, match=r"images \[2\] have no local feature"):
+        JCF().fit(features[:2] + [np.ones((0, 3))] + features[3:], posteriors, groups)
+    with pytest.raises(ValueError, match="posteriors has 5 images but features has 4"):
+        JCF().fit(features, posteriors + posteriors[:1], groups)
+    assert [len(s) for s in subsample_descriptors([np.ones((5, 2)), np.ones((1, 2))], 1, seed=0)] == [1, 1]
+    with pytest.raises(ValueError, match="n_per_image must be >= 1"):
+        subsample_descriptors([np.ones((5, 2))], 0, seed=0)
+
+
+def test_history_seconds_count_from_the_start_of_fit(toy):
+    features, posteriors, groups = toy[0]
+    start = time.perf_counter()
+    model = JCF(n_components=2, n_epochs=3, batch_groups=10, random_state=0).fit(features, posteriors, groups)
+    elapsed = time.perf_counter() - start
+    seconds = [h["seconds"] for h in model.history_]
+    assert 0 <= seconds[0] and all(a <= b for a, b in zip(seconds, seconds[1:])) and seconds[-1] <= elapsed
