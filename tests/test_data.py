@@ -786,3 +786,49 @@ def test_window_tiling():
     ]
     assert embedded._max_windows(640, 480) == 4
     assert embedded._max_windows(640, 260) == 3  # quarters would be 130 px high
+
+
+def test_a_split_of_one_group_on_a_side_is_allowed():
+    """round(0.25 * 4) = 1 training group: the smallest split allowed; 0.1 of 4
+    (none) and 0.9 of 4 (every group) are refused."""
+    images = pd.DataFrame({"group": np.repeat(np.arange(4), 2)})
+    split = split_groups(images, train_fraction=0.25, seed=0)
+    assert split.loc[split["split"] == "train", "group"].nunique() == 1
+    assert split.loc[split["split"] == "test", "group"].nunique() == 3
+    for fraction in (0.1, 0.9):
+        with pytest.raises(ConfigError, match="dataset.train_fraction"):
+            split_groups(images, train_fraction=fraction, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("n_groups", "fraction", "n_held"),
+    # At least two eligible groups on each side: 5 groups at .6 hold 3 (2 stay), at
+    # .7 would hold 4 (1 stays): none; 10 groups at .6 hold 6, more than half.
+    [(5, 0.6, 3), (5, 0.7, 0), (10, 0.6, 6), (10, 0.15, 2), (10, 0.1, 0)],
+)
+def test_holdout_keeps_two_groups_on_each_side(n_groups, fraction, n_held):
+    groups = np.repeat(np.arange(n_groups), 2)
+    held = holdout_mask(groups, fraction, np.random.RandomState(0))
+    assert np.unique(groups[held]).size == n_held
+    assert all(held[groups == g].all() or not held[groups == g].any() for g in range(n_groups))
+
+
+def test_holdout_of_a_large_set_with_together_labels():
+    """300 images (beyond CPython's cached small integers): the together labels'
+    length is compared by value."""
+    groups = np.repeat(np.arange(150), 2)
+    together = np.repeat(np.arange(75), 4)
+    held = holdout_mask(groups, 0.2, np.random.RandomState(0), together)
+    assert np.unique(groups[held]).size == 30
+    assert set(together[held]).isdisjoint(together[~held])
+    with pytest.raises(ValueError, match="together has 299 labels for 300 images"):
+        holdout_mask(groups, 0.2, np.random.RandomState(0), together[:-1])
+
+
+def test_holdout_that_would_leave_one_group_is_none_even_if_blocks_fall_short():
+    """Five groups in blocks of 3 and 2 (one photo each): .7 asks for 4 held out, which
+    would leave one group to train on; nothing is held out, not the 3 of a block."""
+    groups = np.repeat(np.arange(5), 2)
+    together = np.repeat(["a", "a", "a", "b", "b"], 2)
+    assert not holdout_mask(groups, 0.7, np.random.RandomState(0), together).any()
+    assert np.unique(groups[holdout_mask(groups, 0.5, np.random.RandomState(0), together)]).size in (2, 3)
