@@ -279,6 +279,9 @@ def test_scan_folders(tmp_path):
     assert images["group_name"].tolist() == ["a", "a", "a", "b", "b"]
     assert images["is_query"].tolist() == [True, False, False, True, False]
     assert sorted(p.rsplit("/", 1)[-1] for p in ignored["path"]) == ["empty", "notes.txt", "stray.jpg"]
+    # The kind as the config gives it (a string read from YAML, not a literal).
+    from_config = yaml.safe_load("dataset: {kind: folders}")["dataset"]["kind"]
+    assert scan_dataset(from_config, tmp_path)[0].equals(images)
 
 
 def test_scan_errors_name_the_folder_and_layout(tmp_path):

@@ -317,3 +317,9 @@ def test_bootstrap_interval_refuses_a_level_outside_0_1(level):
 def test_recall_of_no_image_is_refused():
     with pytest.raises(ValueError, match="no query to evaluate"):
         recall_at_k(np.zeros((0, 3)), np.zeros(0, dtype=int))
+
+
+def test_precomputed_scores_must_be_square_whatever_string_names_the_metric():
+    metric = "".join(["pre", "computed"])  # built at run time, as a config value is
+    with pytest.raises(ValueError, match=r"expected \(n_images, n_images\)"):
+        recall_at_k(np.zeros((4, 3)), [0, 0, 1, 1], metric=metric)
