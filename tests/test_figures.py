@@ -282,6 +282,8 @@ def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp
     query_of = {row.path: row.group for row in test[test["is_query"]].itertuples()}
     blocks = drawn[0]
     assert len(blocks) == 3
+    # Groups of 3 test images: each query has 2 near duplicates.
+    assert all(block["label"].endswith("\n2 near duplicates") for block in blocks)
     # Each method's AP of a query is its per-query Holidays AP (holidays_map) under
     # that method's test signatures: full, PCA fitted on the training split, and the
     # projector's (a selection of 4 coordinates here), reduced ones L2-normalised.
@@ -313,6 +315,9 @@ def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp
     for seed in range(1, 4):
         report.retrievals_figure(images, signatures, projector, *figures, n_queries=2, k=5, seed=seed)
         assert any(sum(m["relevant"]) < 2 for b in drawn[-1] for m in b["methods"])
+    # A k beyond the test split lists every other test image.
+    report.retrievals_figure(images, signatures, projector, *figures, n_queries=1, k=1000, seed=0)
+    assert all(len(m["results"]) == len(test) - 1 for m in drawn[-1][0]["methods"])
 
 
 def test_stage_refuses_a_projector_of_another_signature(tmp_path):

@@ -1,5 +1,6 @@
 """The workflow's stage functions (:mod:`ndir.stages`), run without Snakemake on small folders."""
 
+import itertools
 import json
 import logging
 from types import SimpleNamespace
@@ -570,3 +571,53 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
     pd.testing.assert_frame_equal(stopped, full.iloc[: stop + 1])
     _, reference = train("reference", None, max_iter=stop)
     np.testing.assert_array_equal(projector.toarray(), reference.toarray())
+    # 6 test queries, under INTERVAL_MAX_QUERIES: the test mAPs carry their bootstrap
+    # intervals, the training mAPs none.
+    assert {"test_map_dot_low", "test_map_dot_high", "test_map_l2_low", "test_map_l2_high"} <= set(full.columns)
+    assert not any(column.startswith("train_map") and column.endswith(("_low", "_high")) for column in full.columns)
+    measured = full.dropna(subset=["test_map_dot"])
+    assert (measured["test_map_dot_low"] <= measured["test_map_dot"]).all()
+    assert (measured["test_map_dot"] <= measured["test_map_dot_high"]).all()
+    seconds = load_projector(tmp_path / "full.npz")[1]["fit_seconds"]
+    assert seconds > 0 and seconds == round(seconds, 3)
+
+
+def _grouped_signatures(tmp_path, name="fv-8.npy", n_groups=12, dims=16, seed=4):
+    """An image table (groups of 3, half of them train, the first of each a query) and
+    dense positive signatures of near duplicates (no zero entry)."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_groups), 3)
+    pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(groups.size)], "path": [f"{j}.jpg" for j in range(groups.size)],
+            "group": groups, "is_query": np.arange(groups.size) % 3 == 0,
+            "split": np.where(groups < n_groups // 2, "train", "test"),
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    X = np.abs(rng.normal(size=(n_groups, dims))[groups] + 0.5 * rng.normal(size=(groups.size, dims))) + 0.01
+    np.save(tmp_path / name, (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32))
+    return tmp_path / "images.csv", tmp_path / name, groups
+
+
+def test_soml_record_of_dense_signatures(tmp_path, monkeypatch):
+    """train_soml on FV signatures (an .npy): the record names the signature, times the
+    training alone (a fake clock), and counts per query D multiply-adds to weight the query and one
+    per retained dimension and database image (dense signatures, no zero entry)."""
+    from ndir.stages.seeds import train_soml
+
+    from ndir.stages import seeds
+
+    images, signatures, groups = _grouped_signatures(tmp_path)
+    clock = itertools.count(1000.0, 1.0)  # every reading one second after the last
+    monkeypatch.setattr(seeds, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    train_soml(
+        images=images, signatures=signatures, model=tmp_path / "model.npz", record=tmp_path / "record.json",
+        variant="tg", options={"learning_rate": 1.0, "l1": 1e-3}, negatives_per_pair=2, epochs=1, seed=0,
+    )  # fmt: skip
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["method"] == "SOML-TG" and record["signature"] == "fv-8"
+    assert record["train_s"] == 1.0  # the clock read before and after the fit only
+    n_test, D = 18, 16
+    assert 0 < record["n_nonzero"] <= D
+    assert record["madds_per_query"] == pytest.approx(D + record["n_nonzero"] * n_test)
+    assert np.load(tmp_path / "model.npz")["signature"] == "fv-8"

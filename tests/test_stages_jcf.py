@@ -1,7 +1,9 @@
 """The JCF stages (:mod:`ndir.stages.jcf`) and the ``seeds.jcf`` config checks, without Snakemake."""
 
 import copy
+import itertools
 import json
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -23,6 +25,7 @@ from ndir.jcf import (
 )
 from ndir.report import jcf_table, method_family
 from ndir.descriptors import image_descriptors_with
+from ndir.stages import jcf as stages_jcf
 from ndir.stages.common import split_together
 from ndir.stages.jcf import (
     evaluate_second_order,
@@ -30,6 +33,7 @@ from ndir.stages.jcf import (
     gather_jcf_features,
     jcf_record,
     load_features,
+    method_name,
     read_records,
     train_jcf,
 )
@@ -135,7 +139,9 @@ def test_a_codebook_on_another_descriptor_pca_is_refused(small_set, tmp_path):
         load_features(small_set["images"], small_set["features"], tmp_path / "fv-4.npz")
 
 
-def test_second_order_records(small_set, tmp_path):
+def test_second_order_records(small_set, tmp_path, monkeypatch):
+    clock = itertools.count(1000.0, 1.0)  # every reading of the stage's clock one second after the last
+    monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     paths = {n_clusters: tmp_path / f"second_order_pooling-K{n_clusters}.json" for n_clusters in (1, K)}
     evaluate_second_order(small_set["images"], small_set["features"], paths[1], n_clusters=1)
     evaluate_second_order(
@@ -152,6 +158,8 @@ def test_second_order_records(small_set, tmp_path):
         assert record["n_parameters"] == record["model_bytes"] == 0 and record["initialisation"] == "none"
         assert record["db_bytes_per_image"] == 4 * record["dims"]
         assert record["n_local_features"] == PER_IMAGE
+        # Pooling and scoring timed together, per test image (12).
+        assert record["pool_and_score_ms_per_image"] == pytest.approx(1e3 / 12)
     assert plain["madds_per_query"] == PER_IMAGE * T + T * 12
     assert with_codebook["madds_per_query"] == PER_IMAGE * T * (1 + K) + K * T * 12
     # Scored from the Gram matrix, as from the signatures themselves (cosine).
@@ -171,7 +179,7 @@ def test_second_order_records(small_set, tmp_path):
     [(K, 2, 0.2, 1, 2), (K, None, 0.1, 1, 1), (1, None, 0.2, 5, 1)],
 )
 def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
-    small_set, tmp_path, K_run, k, learning_rate, seed, best_epoch
+    small_set, tmp_path, monkeypatch, K_run, k, learning_rate, seed, best_epoch
 ):
     out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
     out["random_record"] = tmp_path / "run-random.json"
@@ -181,6 +189,8 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
         sqrt_eps=1e-4,
     )  # fmt: skip
     codebook = small_set["codebook"] if K_run > 1 else None
+    clock = itertools.count(1000.0, 1.0)  # every reading of the stage's clock one second after the last
+    monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     train_jcf(
         small_set["images"], small_set["features"], **out, codebook=codebook, n_clusters=K_run, epochs=3, seed=seed,
         **options,
@@ -195,6 +205,9 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
     assert learned["initialisation"] == "learned" and random["initialisation"] == "random"
     assert random["method"] == learned["method"] + ", random init" and random["train_s"] == 0
     assert (learned["epochs"], random["epochs"]) == (3, 0)
+    # The fit alone is timed; encoding the 12 test images, for each model.
+    assert learned["train_s"] == 1.0
+    assert learned["encode_ms_per_image"] == random["encode_ms_per_image"] == pytest.approx(1e3 / 12)
     assert learned["family"] == {(1, None): "factorised", (K, None): "JCF", (K, 2): "JCF shared"}[(K_run, k)]
     history = pd.read_csv(out["history"])
     assert list(history["epoch"]) == [0, 1, 2, 3]
@@ -356,3 +369,25 @@ def test_jcf_codebooks_must_be_fisher_codebooks_of_the_grid():
     config["seeds"]["jcf"]["codebook"] = "fv-64"
     with pytest.raises(Exception, match="'codebook' was unexpected"):
         validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))
+
+
+def test_method_names_of_each_family():
+    """As the JCF table prints them, the family given as a run-time string (from a record)."""
+    family = "".join(["codebook ", "second-order pooling"])
+    assert method_name(family, 64) == "codebook second-order pooling K=64"
+    assert method_name("second-order pooling", 1) == "second-order pooling"
+    assert method_name("factorised", 1, 16) == "factorised R=16 (K=1)"
+    assert method_name("JCF", 64, 16) == "JCF-16 (K=64)" and method_name("JCF shared", 64, 16, 4) == "JCF-16-4 (K=64)"
+
+
+def test_shards_reduced_by_different_pcas_are_refused(small_set, tmp_path):
+    """Any shard whose descriptor PCA differs from the others', the first one included."""
+    shards = [tmp_path / f"features.{s}.npz" for s in range(3)]
+    for s, path in enumerate(shards):
+        extract_jcf_features(small_set["images"], small_set["pca"], path, s, 3, PER_IMAGE, 3, DESCRIPTORS)
+    arrays = dict(np.load(shards[0]))
+    arrays["pca_components"] = arrays["pca_components"] * -1.0
+    np.savez(shards[0], **arrays)
+    with pytest.raises(ResultFileError, match="different descriptor PCAs"):
+        gather_jcf_features(small_set["images"], shards, tmp_path / "features.npz")
+    assert not (tmp_path / "features.npz").exists()

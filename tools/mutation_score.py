@@ -63,7 +63,13 @@ MODULES = {
     "jcf": (["src/ndir/jcf.py"], ["tests/test_jcf.py"]),
     "stages": (
         sorted(str(path.relative_to(REPO)) for path in (REPO / "src/ndir/stages").glob("*.py")),
-        ["tests/test_stages.py", "tests/test_stages_jcf.py"],
+        [
+            "tests/test_stages.py",
+            "tests/test_stages_jcf.py",
+            # The retrievals stage (ndir.stages.report), tested beside its drawing.
+            "tests/test_figures.py::test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them",
+            "tests/test_figures.py::test_stage_refuses_a_projector_of_another_signature",
+        ],
     ),
     # Without the tests that start Snakemake (10 s each).
     "config": (
@@ -121,9 +127,14 @@ def init_session(name, tree, session, sample, seed, timeout):
     """A cosmic-ray session of module ``name``: its mutants, of which only a seeded
     sample (None: all) is left pending; the others, the skipped operators and the
     marked equivalents are stored as skipped, with the reason in their output."""
-    from cosmic_ray.work_db import WorkDB, use_db
-    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    config = write_config(name, session, timeout)
+    subprocess.run([COSMIC_RAY, "init", str(config), str(session)], cwd=tree, check=True)
+    return _mark_skipped(tree, session, sample, seed, read_equivalents())
 
+
+def write_config(name, session, timeout):
+    """The cosmic-ray configuration of module ``name`` (written anew on each run, so
+    that a resumed session runs the module's current test list)."""
     sources, tests = MODULES[name]
     config = session.with_suffix(".toml")
     config.write_text(
@@ -134,8 +145,14 @@ def init_session(name, tree, session, sample, seed, timeout):
         f"test-command = {json.dumps(pytest_command(tests))}\n"
         '[cosmic-ray.distributor]\nname = "local"\n'
     )
-    subprocess.run([COSMIC_RAY, "init", str(config), str(session)], cwd=tree, check=True)
-    equivalents = read_equivalents()
+    return config
+
+
+def _mark_skipped(tree, session, sample, seed, equivalents):
+    """Store the mutants outside the sample, of a skipped operator or marked equivalent as skipped."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
     with use_db(str(session), WorkDB.Mode.open) as db:
         items = list(db.pending_work_items)
         runnable = [item for item in items if not SKIPPED_OPERATORS.search(item.mutations[0].operator_name)]
@@ -152,7 +169,7 @@ def init_session(name, tree, session, sample, seed, timeout):
             else:
                 continue
             db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason))
-    return config, len(items), len(runnable)
+    return len(items), len(runnable)
 
 
 def _key(item):
@@ -279,10 +296,12 @@ def main(argv=None):
                 session.unlink(missing_ok=True)
                 seconds = baseline_seconds(name, tree)
                 timeout = round(3 * seconds + 30)
-                config, n_items, n_runnable = init_session(name, tree, session, args.sample, args.seed, timeout)
+                n_items, n_runnable = init_session(name, tree, session, args.sample, args.seed, timeout)
                 print(f"{name}: {n_items} mutants, {n_runnable} run-able, tests {seconds:.1f} s", flush=True)
             else:
-                config = session.with_suffix(".toml")
+                seconds = baseline_seconds(name, tree)
+                write_config(name, session, round(3 * seconds + 30))
+            config = session.with_suffix(".toml")
             start = time.perf_counter()
             subprocess.run([COSMIC_RAY, "exec", str(config), str(session)], cwd=tree, env=_env(tree), check=True)
             elapsed = time.perf_counter() - start
