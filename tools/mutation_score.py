@@ -54,7 +54,7 @@ MODULES = {
             "src/ndir/projection/_line_search.py",
             "src/ndir/projection/_ranking.py",
         ],
-        ["tests/test_sparse_rank.py"],
+        ["tests/test_sparse_rank.py", "tests/test_product.py"],
     ),
     "projection/pca": (["src/ndir/projection/pca.py"], ["tests/test_pca.py"]),
     "projection/product": (["src/ndir/projection/product.py"], ["tests/test_product.py", "tests/test_sparse_rank.py"]),
