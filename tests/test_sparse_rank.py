@@ -711,6 +711,9 @@ def test_a_tie_at_the_threshold_leaves_the_trial_to_the_full_selection(monkeypat
         line.outside_gradient[0, np.argmax(line.outside_slope[0])] = smallest / mu
         line._index_outside()
         assert line._near_threshold(mu) is None
+        # The full selection keeps exactly M = 4 entries per column, the tie included.
+        _, chosen = line._candidates(mu)
+        assert (np.count_nonzero(chosen, axis=1) == 4).all()
         Y, _, _ = line.projected_scores(mu)
         expected = problem.losses_of_scores(Y[line.rows] @ Y.T, selected).sum()
         assert line(mu) == expected
