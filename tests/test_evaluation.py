@@ -323,3 +323,14 @@ def test_precomputed_scores_must_be_square_whatever_string_names_the_metric():
     metric = "".join(["pre", "computed"])  # built at run time, as a config value is
     with pytest.raises(ValueError, match=r"expected \(n_images, n_images\)"):
         recall_at_k(np.zeros((4, 3)), [0, 0, 1, 1], metric=metric)
+
+
+def test_shapes_that_do_not_describe_the_same_images_are_refused():
+    groups, is_query = np.array([0, 0, 1, 1]), np.array([True, False, True, False])
+    for rows in (3, 5):
+        with pytest.raises(ValueError, match="must describe the same images"):
+            holidays_map(np.ones((rows, 2)), groups, is_query)
+        with pytest.raises(ValueError, match=r"expected \(n_images, D\) with n_images = 4"):
+            recall_at_k(np.ones((rows, 2)), groups)
+    with pytest.raises(ValueError, match=r"expected \(n_images, n_images\)"):
+        recall_at_k(np.ones((4, 3)), groups, metric="precomputed")

@@ -740,3 +740,30 @@ def test_history_seconds_count_from_the_start_of_fit(toy):
     elapsed = time.perf_counter() - start
     seconds = [h["seconds"] for h in model.history_]
     assert 0 <= seconds[0] and all(a <= b for a, b in zip(seconds, seconds[1:])) and seconds[-1] <= elapsed
+
+
+def test_training_needs_two_groups_one_of_them_a_pair():
+    rng = np.random.default_rng(32)
+    features, posteriors = random_images(rng, 4, 3, 2)
+    for groups in ([0, 0, 0, 0], [0, 1, 2, 3]):
+        with pytest.raises(ValueError, match="training needs two groups or more, one of them with two images"):
+            JCF(n_epochs=1, holdout_fraction=0).fit(features, posteriors, np.array(groups))
+    JCF(n_components=2, n_epochs=1, holdout_fraction=0).fit(features, posteriors, np.array([0, 0, 1, 2]))
+
+
+def test_all_zero_features_train_without_a_scale():
+    """z = 0 for every image (RMS 0): the initial scale stays 1 and the signatures 0."""
+    features = [np.zeros((3, 2)) for _ in range(4)]
+    posteriors = [np.full((3, 2), 0.5) for _ in range(4)]
+    model = JCF(n_components=2, n_epochs=1, holdout_fraction=0, random_state=0)
+    Y = model.fit(features, posteriors, np.array([0, 0, 1, 1])).transform(features, posteriors)
+    assert np.all(Y == 0) and np.isfinite(model.U_).all()
+
+
+def test_a_codebook_of_more_than_256_words():
+    """K = 300 (beyond CPython's cached small integers): the posteriors' K is compared by value."""
+    rng = np.random.default_rng(33)
+    features, posteriors = random_images(rng, 4, 2, 300, n_min=2, n_max=2)
+    model = JCF(n_components=2, n_epochs=0, holdout_fraction=0, random_state=0)
+    model.fit(features, posteriors, np.array([0, 0, 1, 1]))
+    assert model.transform(features, posteriors).shape == (4, 2)
