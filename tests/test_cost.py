@@ -6,6 +6,7 @@ import scipy.sparse as sp
 
 from ndir.projection import cost
 from ndir.projection.cost import projection_cost, projection_latency
+from ndir.projection.product import sparse_batch_product
 
 
 def column_sparse(n_features, n_components, per_column, seed):
@@ -108,6 +109,9 @@ def test_latency_reports_the_batch_and_the_difference_of_its_products(
     }
     assert result["n_batch_rows"] == n_rows
     assert result["max_abs_difference"] <= 1e-5 * np.abs(exact).max()
+    # Speed-ups are ratios of the times reported, dense over sparse.
+    for kind in ("single", "batch"):
+        assert result[f"{kind}_speedup"] == pytest.approx(result[f"{kind}_dense_s"] / result[f"{kind}_sparse_s"])
 
     def wrong(U, X, n_threads):
         Y = exact.copy()
@@ -117,3 +121,19 @@ def test_latency_reports_the_batch_and_the_difference_of_its_products(
     monkeypatch.setattr(cost, "sparse_batch_product", wrong)
     result = projection_latency(components, X, n_single=2, n_batch=1)
     assert result["max_abs_difference"] == pytest.approx(0.25, abs=1e-5)
+
+
+def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
+    """The sparse batch product gets as many threads as BLAS has (so that the batch
+    speed-up compares like with like)."""
+    seen = []
+
+    def spy(U, X, n_threads):
+        seen.append(n_threads)
+        return sparse_batch_product(U, X, n_threads)
+
+    monkeypatch.setattr(cost, "sparse_batch_product", spy)
+    pools = [{"user_api": "openmp", "num_threads": 7}, {"user_api": "blas", "num_threads": 3}]
+    monkeypatch.setattr(cost, "threadpool_info", lambda: pools)
+    projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
+    assert seen and set(seen) == {3}

@@ -88,3 +88,12 @@ def test_a_file_that_is_no_projector_is_named_in_the_error(tmp_path):
         with pytest.raises(NdirInputError, match="not an ndir projector file") as error:
             load_projector(path)
         assert str(path) in str(error.value)
+
+
+def test_the_file_does_not_depend_on_the_order_of_the_metadata(tmp_path):
+    """The metadata are stored with sorted keys: the same projector and metadata given
+    in another order write the same bytes (reproducible results files)."""
+    U = hand_made()
+    save_projector(tmp_path / "a.npz", U, **META)
+    save_projector(tmp_path / "b.npz", U, **dict(reversed(list(META.items()))))
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
