@@ -226,6 +226,10 @@ def test_scan_embedded_expects_views_csv(tmp_path):
     assert len(images) == 2 and ignored.empty
     _, ignored = scan_dataset("holidays", tmp_path)
     assert ignored["path"].str.endswith("views.csv").all() and len(ignored) == 1
+    # Files sorted after views.csv are still looked at.
+    (tmp_path / "zz_notes.txt").write_text("x")
+    images, ignored = scan_dataset("embedded", tmp_path)
+    assert len(images) == 2 and ignored["path"].str.endswith("zz_notes.txt").tolist() == [True]
 
 
 def test_scan_ukbench(tmp_path):
@@ -835,3 +839,15 @@ def test_holdout_that_would_leave_one_group_is_none_even_if_blocks_fall_short():
     together = np.repeat(["a", "a", "a", "b", "b"], 2)
     assert not holdout_mask(groups, 0.7, np.random.RandomState(0), together).any()
     assert np.unique(groups[holdout_mask(groups, 0.5, np.random.RandomState(0), together)]).size in (2, 3)
+
+
+def test_a_folder_without_images_says_what_it_holds(tmp_path):
+    """The error for a Holidays folder holding no image names its other files and its
+    sub-folders, with the fix for the latter."""
+    (tmp_path / "jpg").mkdir()
+    (tmp_path / "README.txt").write_text("x")
+    with pytest.raises(DatasetError) as error:
+        scan_dataset("holidays", tmp_path)
+    message = str(error.value)
+    assert "found 1 other files, e.g. README.txt" in message
+    assert "sub-folders jpg: point dataset.path at the one holding the images" in message

@@ -221,6 +221,8 @@ def _data_report(path, kind, n_images, n_groups):
         # The issue's folder: real photos in Holidays naming, not INRIA Holidays.
         ("holidays", 98, 31, False, "not INRIA Holidays (98 images, 31 groups"),
         ("embedded", 629, 200, False, "shown only on INRIA Holidays"),
+        # Holidays naming and 500 groups but an image short of 1,491.
+        ("holidays", 1490, 500, False, "not INRIA Holidays (1,490 images, 500 groups"),
     ],
 )
 def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups, with_paper, says):
@@ -621,3 +623,42 @@ def test_soml_record_of_dense_signatures(tmp_path, monkeypatch):
     assert 0 < record["n_nonzero"] <= D
     assert record["madds_per_query"] == pytest.approx(D + record["n_nonzero"] * n_test)
     assert np.load(tmp_path / "model.npz")["signature"] == "fv-8"
+
+
+def test_descriptors_are_sampled_from_the_training_images_only(tmp_path):
+    """The codebooks' sample reads only the training split's images (per_image each):
+    a test image that cannot be read is never opened."""
+    from ndir.stages.codebooks import sample_descriptors
+
+    folder = tmp_path / "images"
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    paths = []
+    for j in range(3):
+        paths.append(folder / f"{j}.png")
+        cv2.imwrite(str(paths[-1]), rng.integers(0, 256, size=(48, 64), dtype=np.uint8))
+    missing = folder / "missing.png"  # a test image: never read
+    pd.DataFrame(
+        {
+            "image_id": ["a", "b", "c", "d"], "path": [str(p) for p in paths] + [str(missing)], "group": [0, 0, 1, 1],
+            "is_query": [True, False, True, False], "split": ["train", "train", "train", "test"],
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    sample_descriptors(tmp_path / "images.csv", tmp_path / "sample.npy", per_image=5, seed=0, descriptors=DESCRIPTORS)
+    assert np.load(tmp_path / "sample.npy").shape[0] == 3 * 5
+
+
+def test_final_maps_take_the_last_measured_interval(tmp_path):
+    """A history's final mAP and its bootstrap bounds are those of its last evaluation."""
+    from ndir.stages.sparse import final_maps
+
+    history = tmp_path / "fv-8" / "R4-tau0.9.csv"
+    history.parent.mkdir()
+    pd.DataFrame(
+        {
+            "iteration": [0, 1, 2, 3], "test_map_dot": [0.5, np.nan, 0.7, 0.8],
+            "test_map_dot_low": [0.4, np.nan, 0.6, 0.75], "test_map_dot_high": [0.6, np.nan, 0.8, 0.85],
+        }
+    ).to_csv(history, index=False)  # fmt: skip
+    row = final_maps([history], scoring="dot").iloc[0]
+    assert (row["initial"], row["final"], row["final_low"], row["final_high"]) == (0.5, 0.8, 0.75, 0.85)

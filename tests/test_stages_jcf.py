@@ -209,6 +209,7 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
     assert learned["train_s"] == 2.0
     assert learned["encode_ms_per_image"] == random["encode_ms_per_image"] == pytest.approx(2e3 / 12)
     assert learned["family"] == {(1, None): "factorised", (K, None): "JCF", (K, 2): "JCF shared"}[(K_run, k)]
+    assert learned["signature"] == random["signature"] == (f"local-fv-{K}" if K_run > 1 else f"local-pca-{D}")
     history = pd.read_csv(out["history"])
     assert list(history["epoch"]) == [0, 1, 2, 3]
     maps = history["holdout_map"].to_numpy()
