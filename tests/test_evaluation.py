@@ -334,3 +334,8 @@ def test_shapes_that_do_not_describe_the_same_images_are_refused():
             recall_at_k(np.ones((rows, 2)), groups)
     with pytest.raises(ValueError, match=r"expected \(n_images, n_images\)"):
         recall_at_k(np.ones((4, 3)), groups, metric="precomputed")
+    for queries in (is_query[:3], np.append(is_query, False)):
+        with pytest.raises(ValueError, match="must describe the same images"):
+            holidays_map(np.ones((4, 2)), groups, queries)
+    with pytest.raises(ValueError, match=r"X has shape \(4,\); expected \(n_images, D\)"):
+        recall_at_k(np.ones(4), groups)
