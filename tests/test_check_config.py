@@ -51,18 +51,20 @@ def test_a_path_for_the_embedded_set_is_refused(tmp_path):
     refused("dataset.path", "is not read when dataset.kind is 'embedded'", **{"dataset.path": str(tmp_path)})
 
 
-@pytest.mark.parametrize("kind", ["holidays", "ukbench", "folders"])
-def test_other_kinds_require_a_path(kind):
-    refused("dataset.path", f"required when dataset.kind is {kind!r}", **{"dataset.kind": kind})
-    refused("dataset.path", "required", **{"dataset.kind": kind, "dataset.path": ""})
+def test_folders_require_a_path_holidays_and_ukbench_are_fetched_without_one():
+    refused("dataset.path", "required when dataset.kind is 'folders'", **{"dataset.kind": "folders"})
+    refused("dataset.path", "required", **{"dataset.kind": "folders", "dataset.path": ""})
+    for kind in ("holidays", "ukbench"):
+        check_config(config_with(**{"dataset.kind": kind}))  # downloaded by rule fetch_dataset
 
 
 def test_the_path_must_be_a_folder(tmp_path):
     afile = tmp_path / "images.zip"
     afile.write_text("")
-    for path in (afile, tmp_path / "missing"):
-        refused("dataset.path", "is not a folder", **{"dataset.kind": "holidays", "dataset.path": str(path)})
-    check_config(config_with(**{"dataset.kind": "holidays", "dataset.path": str(tmp_path)}))
+    for kind in ("holidays", "folders"):
+        for path in (afile, tmp_path / "missing"):
+            refused("dataset.path", "is not a folder", **{"dataset.kind": kind, "dataset.path": str(path)})
+        check_config(config_with(**{"dataset.kind": kind, "dataset.path": str(tmp_path)}))
 
 
 # --------------------------------------------------------------------------- output dimensions
