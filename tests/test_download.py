@@ -255,6 +255,7 @@ def test_members_cannot_write_outside_the_images_folder(tmp_path):
     assert not (tmp_path / "escaped.jpg").exists()
 
 
+@pytest.mark.workflow  # runs the tiny config end to end (1.5 min)
 def test_the_workflow_fetches_holidays_and_runs_the_tiny_config_on_it(tmp_path):
     """The tiny config on a Holidays-layout data set served over HTTP: fetched, checked,
     unpacked outside results/, run through every table, the archives' SHA-256 in
