@@ -31,6 +31,7 @@ they raise at once and would inflate the score.
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -121,6 +122,12 @@ def read_equivalents():
 
 def _line(tree, spec):
     return (tree / spec.module_path).read_text().splitlines()[spec.start_pos[0] - 1].strip()
+
+
+def source_hashes(name, tree):
+    """SHA-256 of the module's source files in ``tree``: a session's mutants are
+    numbered by their occurrence in these files, so they must not change under it."""
+    return {path: hashlib.sha256((tree / path).read_bytes()).hexdigest() for path in MODULES[name][0]}
 
 
 def init_session(name, tree, session, sample, seed, timeout):
@@ -297,8 +304,14 @@ def main(argv=None):
                 seconds = baseline_seconds(name, tree)
                 timeout = round(3 * seconds + 30)
                 n_items, n_runnable = init_session(name, tree, session, args.sample, args.seed, timeout)
+                session.with_suffix(".sources").write_text(json.dumps(source_hashes(name, tree)))
                 print(f"{name}: {n_items} mutants, {n_runnable} run-able, tests {seconds:.1f} s", flush=True)
             else:
+                recorded = session.with_suffix(".sources")
+                if recorded.exists() and json.loads(recorded.read_text()) != source_hashes(name, tree):
+                    sys.exit(
+                        f"{session}: {name}'s source changed since the session began; measure it anew with --fresh"
+                    )
                 seconds = baseline_seconds(name, tree)
                 write_config(name, session, round(3 * seconds + 30))
             config = session.with_suffix(".toml")
