@@ -523,6 +523,8 @@ def test_bad_parameters_name_the_parameter():
     model = JCF(n_components=2, n_epochs=0, holdout_fraction=0).fit(features, posteriors, groups)
     with pytest.raises(ValueError, match="features have dimension d = 4"):
         model.transform([np.ones((3, 4))], [np.ones((3, 2))])
+    with pytest.raises(ValueError, match="features have dimension d = 2"):
+        model.transform([np.ones((3, 2))], [np.ones((3, 2))])
     with pytest.raises(ValueError, match="posteriors have K = 3"):
         model.transform(features[:1], [np.ones((len(features[0]), 3))])
     with pytest.raises(ValueError, match="groups"):
@@ -757,7 +759,7 @@ def test_all_zero_features_train_without_a_scale():
     posteriors = [np.full((3, 2), 0.5) for _ in range(4)]
     model = JCF(n_components=2, n_epochs=1, holdout_fraction=0, random_state=0)
     Y = model.fit(features, posteriors, np.array([0, 0, 1, 1])).transform(features, posteriors)
-    assert np.all(Y == 0) and np.isfinite(model.U_).all()
+    assert np.all(Y == 0) and np.isfinite(model.U_).all() and np.abs(model.U_).max() > 0
 
 
 def test_a_codebook_of_more_than_256_words():
@@ -767,3 +769,21 @@ def test_a_codebook_of_more_than_256_words():
     model = JCF(n_components=2, n_epochs=0, holdout_fraction=0, random_state=0)
     model.fit(features, posteriors, np.array([0, 0, 1, 1]))
     assert model.transform(features, posteriors).shape == (4, 2)
+
+
+def test_a_triplet_exactly_at_the_margin_is_not_active():
+    """Hinge margin - <a, p> + <a, n> = 1 - 1 + 0 = 0 for both anchors: no active
+    triplet, zero loss, zero gradient (the hinge's derivative taken as 0 at 0)."""
+    Y = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    loss, grad, n_active, n_triplets = hardest_negative_triplet_loss(Y, np.array([0, 0, 1]), margin=1.0)
+    assert (loss, n_active, n_triplets) == (0.0, 0, 2) and not grad.any()
+
+
+def test_a_model_without_codebook_transforms_without_posteriors():
+    rng = np.random.default_rng(34)
+    features, _ = random_images(rng, 4, 3, 1)
+    model = JCF(n_components=2, n_epochs=1, holdout_fraction=0, random_state=0)
+    model.fit(features, None, np.array([0, 0, 1, 1]))
+    np.testing.assert_array_equal(
+        model.transform(features, None), model.transform(features, [np.ones((len(f), 1)) for f in features])
+    )

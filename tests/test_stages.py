@@ -223,6 +223,8 @@ def _data_report(path, kind, n_images, n_groups):
         ("embedded", 629, 200, False, "shown only on INRIA Holidays"),
         # Holidays naming and 500 groups but an image short of 1,491.
         ("holidays", 1490, 500, False, "not INRIA Holidays (1,490 images, 500 groups"),
+        # INRIA Holidays' counts in another layout.
+        ("folders", 1491, 500, False, "shown only on INRIA Holidays"),
     ],
 )
 def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups, with_paper, says):
@@ -389,6 +391,9 @@ def test_signatures_of_another_image_table_name_both_files(tmp_path):
     signatures = tmp_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
     with pytest.raises(ResultFileError, match=r"fv-8.npy: 2 rows, but .*images.csv lists 3 images; rerun the encoding rules"):
+        split_signatures(images, signatures)
+    np.save(signatures, np.zeros((4, 8), dtype=np.float32))
+    with pytest.raises(ResultFileError, match=r"fv-8.npy: 4 rows, but .*images.csv lists 3 images"):
         split_signatures(images, signatures)
 
 
