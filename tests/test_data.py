@@ -242,6 +242,9 @@ def test_scan_ukbench(tmp_path):
     assert images["is_query"].all()
     assert images["image_id"].iloc[9] == "UKBENCH00012"
     assert ignored["image_id"].tolist() == ["index"] and "naming" in ignored["reason"].iloc[0]
+    # The kind as the config gives it (a string read from YAML, not a literal).
+    kind = yaml.safe_load("kind: ukbench")["kind"]
+    assert scan_dataset(kind, tmp_path)[0].equals(images)
 
 
 def test_an_unreadable_ukbench_image_costs_its_group_only_itself(tmp_path):
@@ -851,3 +854,19 @@ def test_a_folder_without_images_says_what_it_holds(tmp_path):
     message = str(error.value)
     assert "found 1 other files, e.g. README.txt" in message
     assert "sub-folders jpg: point dataset.path at the one holding the images" in message
+
+
+def test_a_split_that_blocks_cannot_meet_says_so(caplog):
+    """Four groups, three of them one photo: half of them (2) cannot go to training
+    without splitting the photo; 1 goes, and the log says so. A reachable count logs
+    nothing."""
+    images = _table(4, per_group=1)
+    together = pd.Series(["a", "a", "a", None], index=images.index, dtype=object)
+    with caplog.at_level(logging.WARNING, logger="ndir.data"):
+        split = split_groups(images, train_fraction=0.5, seed=0, together=together)
+    assert (split["split"] == "train").sum() == 1
+    assert "split: 1 training groups instead of 2" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ndir.data"):
+        split_groups(images, train_fraction=0.5, seed=0)
+    assert "instead of" not in caplog.text

@@ -339,3 +339,13 @@ def test_shapes_that_do_not_describe_the_same_images_are_refused():
             holidays_map(np.ones((4, 2)), groups, queries)
     with pytest.raises(ValueError, match=r"X has shape \(4,\); expected \(n_images, D\)"):
         recall_at_k(np.ones(4), groups)
+
+
+def test_bootstrap_interval_is_the_central_percentiles_of_seeded_resampled_means():
+    """As documented: n_resamples means of the APs resampled with replacement by
+    numpy.random.default_rng(seed), and their (1 - level) / 2 and (1 + level) / 2
+    percentiles."""
+    ap = np.random.default_rng(8).uniform(size=17)
+    rng = np.random.default_rng(3)
+    means = ap[rng.integers(0, ap.size, size=(500, ap.size))].mean(axis=1)
+    assert bootstrap_interval(ap, level=0.9, n_resamples=500, seed=3) == tuple(np.percentile(means, [5.0, 95.0]))
