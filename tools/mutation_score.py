@@ -47,7 +47,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Module name -> (source files, pytest arguments): only the unit tests that exercise it.
 MODULES = {
-    "evaluation": (["src/ndir/evaluation.py"], ["tests/test_evaluation.py", "tests/test_recall.py"]),
+    "evaluation": (
+        ["src/ndir/evaluation.py"],
+        ["tests/test_evaluation.py", "tests/test_recall.py", "tests/test_ns_score.py", "tests/test_properties.py"],
+    ),
     "projection/sparse_rank": (
         [
             "src/ndir/projection/sparse_rank.py",
@@ -84,6 +87,17 @@ MODULES = {
     ),
     "data": (["src/ndir/data.py"], ["tests/test_data.py"]),
     "cli": (["src/ndir/cli.py"], ["tests/test_cli.py"]),
+    # The rest of the library (figures, the plotting, is left out), one module each with
+    # its test file.
+    **{
+        name: ([f"src/ndir/{name}.py"], [f"tests/test_{name}.py"])
+        for name in (
+            "atomic", "baselines", "bovw", "codebooks", "comparison", "descriptors", "download", "encoding", "index",
+            "model_files", "preprocess", "provenance", "report", "similarity_matrix", "soml", "triplets",
+        )
+    },  # fmt: skip
+    "embedded": (["src/ndir/embedded.py"], ["tests/test_data.py"]),
+    "realism": (["src/ndir/realism.py"], ["tests/test_realism.py"]),
 }
 
 #: cosmic-ray operators not run (see the module docstring).
