@@ -667,3 +667,29 @@ def test_final_maps_take_the_last_measured_interval(tmp_path):
     ).to_csv(history, index=False)  # fmt: skip
     row = final_maps([history], scoring="dot").iloc[0]
     assert (row["initial"], row["final"], row["final_low"], row["final_high"]) == (0.5, 0.8, 0.75, 0.85)
+
+
+def test_word_count_shards_log_their_progress_every_25_images(tmp_path, caplog):
+    """A long shard says how far it got: after the 25th and 50th of 51 images, not
+    after the others."""
+    from ndir import bovw
+    from ndir.descriptors import image_descriptors_with
+    from ndir.stages.seeds import encode_bovw_shard
+
+    rng = np.random.default_rng(6)
+    base = rng.integers(0, 256, size=(40, 48), dtype=np.uint8)
+    path = tmp_path / "image.png"
+    cv2.imwrite(str(path), base)
+    n = 51
+    pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(n)], "path": [str(path)] * n, "group": np.arange(n) // 3,
+            "is_query": np.arange(n) % 3 == 0, "split": "train",
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    sample = np.tile(image_descriptors_with(path, DESCRIPTORS), (10, 1))
+    bovw.fit_visual_vocabulary(sample, 2, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
+    with caplog.at_level(logging.INFO, logger="ndir.stages.seeds"):
+        encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", tmp_path / "0.npz", 0, 1, DESCRIPTORS)
+    progress = [r.getMessage() for r in caplog.records if "images" in r.getMessage() and "bovw shard" in r.getMessage()]
+    assert progress == ["bovw shard 0: 25 / 51 images", "bovw shard 0: 50 / 51 images"]
