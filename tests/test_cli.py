@@ -66,7 +66,9 @@ def test_query_ranks_group_mates_first(tiny_models, index_dir, capsys):  # noqa:
     table = tiny_models["table"]
     queries = table[table["is_query"]]
     assert main(["query", str(index_dir), *queries["path"], "-k", "3", "--json"]) == 0
-    found = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    found = json.loads(printed)
+    assert printed == json.dumps(found, indent=2) + "\n"  # indented for people, as documented
     assert [record["query"] for record in found] == list(queries["path"])
     group_of = dict(zip(table["path"], table["group"]))
     # Brute force on the same images: scores are inner products of the projections.
@@ -97,6 +99,9 @@ def test_query_table(tiny_models, index_dir, capsys):  # noqa: F811
     assert lines[1].split() == ["rank", "score", "image"]
     assert [line.split()[0] for line in lines[2:]] == ["1", "2"]
     float(lines[2].split()[1])
+    # Without -k: 10 results (the index holds more).
+    assert main(["query", str(index_dir), query]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2 + 10
 
 
 def test_info(tiny_models, index_dir, capsys):  # noqa: F811
@@ -201,6 +206,8 @@ INDEX_ARGS = ["index", "x", "--codebook", "c", "--projector", "p", "-o", "o"]
         [*INDEX_ARGS, "--max-width", "wide"],
         [*INDEX_ARGS, "--alpha", "0"],
         [*INDEX_ARGS, "--alpha", "1.5"],
+        [*INDEX_ARGS, "--alpha", "high"],
+        [],
         ["descriptors", "a.jpg", "--step", "-3"],
         ["query", "idx", "q.jpg", "-k", "0"],
         ["build-embedded", "out", "--groups", "0"],
@@ -212,7 +219,10 @@ def test_usage_errors_exit_2_before_any_work(argv, capsys):
     with pytest.raises(SystemExit) as stop:
         main(argv)
     assert stop.value.code == 2
-    assert "usage: ndir" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "usage: ndir" in err
+    if "--alpha" in argv:  # the check's own message, not argparse's "invalid value"
+        assert f"expected a number in (0, 1], got {argv[-1]!r}" in err
 
 
 def test_the_smallest_valid_values_pass_the_parser():
@@ -412,7 +422,7 @@ def test_index_with_group_folders_keeps_the_folder_names(
         lambda blocks, outputs, title=None: drawn.extend(blocks),
     )
     show_queries(index, query_index(index, [query], k=len(index)), 3, tmp_path / "x.png")
-    assert "group 007, 1 near duplicate" in drawn[0]["label"]
+    assert drawn[0]["label"].endswith("\ngroup 007, 1 near duplicate")  # one: no plural
 
 
 def test_query_show_of_an_index_of_only_the_query_says_so(tiny_models, tmp_path, capsys):  # noqa: F811

@@ -24,6 +24,7 @@ Exit codes:
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -80,7 +81,7 @@ def _share(text):
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
+        value = math.nan  # outside every range
     if not 0.0 <= value <= 0.9:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to 0.9, got {text!r}")
     return value
@@ -111,7 +112,7 @@ def _exponent(text):
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
+        value = math.nan  # outside every range
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
     return value
