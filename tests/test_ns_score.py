@@ -6,6 +6,8 @@ import pytest
 from ndir.evaluation import ns_score
 from ndir.report import with_ns_columns
 
+from .conftest import SMALL_TRAINING
+
 
 def on_circle(degrees):
     """Unit vectors at these angles: their dot product is the cosine of the angle between."""
@@ -132,18 +134,9 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
         signatures=tmp_path / "fv-16.npy",
         projector=tmp_path / "fv-16" / "R4-tau0.5.npz",
         history=history,
-        n_components=4,
-        sparsity=0.5,
         max_iter=20,
-        queries_per_step=4,
-        margin=1e-2,
-        tol=1e-12,
-        n_iter_no_change=None,
-        renormalize=True,
-        line_search="projected",
-        eval_every=5,
-        seed=0,
         ns_score=True,
+        **SMALL_TRAINING,
     )
     curve = pd.read_csv(history)
     evaluated = curve["test_map_dot"].notna()

@@ -19,6 +19,8 @@ from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.baseline import table1
 from ndir.stages.data import index_dataset, input_summary
 
+from .conftest import SMALL_TRAINING
+
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 
 
@@ -554,18 +556,9 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
             signatures=signatures,
             projector=tmp_path / f"{name}.npz",
             history=tmp_path / f"{name}.csv",
-            n_components=4,
-            sparsity=0.5,
             max_iter=max_iter,
-            queries_per_step=4,
-            margin=1e-2,
-            tol=1e-12,
-            n_iter_no_change=None,
-            renormalize=True,
-            line_search="projected",
-            eval_every=5,
-            seed=0,
             flat_map_evaluations=flat_map_evaluations,
+            **SMALL_TRAINING,
         )
         return pd.read_csv(tmp_path / f"{name}.csv"), load_projector(tmp_path / f"{name}.npz")[0]
 
