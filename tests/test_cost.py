@@ -137,3 +137,17 @@ def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
     monkeypatch.setattr(cost, "threadpool_info", lambda: pools)
     projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
     assert seen and set(seen) == {3}
+
+
+def test_latencies_are_times_within_the_calls_wall_time():
+    """Every time reported lies between 0 and the wall time of the whole call: a time
+    taken as perf_counter() + start, or a count, would not."""
+    import time
+
+    components = column_sparse(300, 8, 10, seed=3)
+    X = np.random.default_rng(4).standard_normal((20, 300)).astype(np.float32)
+    start = time.perf_counter()
+    result = projection_latency(components, X, n_single=3, n_batch=2)
+    wall = time.perf_counter() - start
+    for key in ("single_dense_s", "single_sparse_s", "batch_dense_s", "batch_sparse_s", "batch_sparse_kernel_s"):
+        assert 0 < result[key] < wall, key
