@@ -91,7 +91,8 @@ def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line
         timer.wrap(_descent, "golden_section_search", "line search")
         if descent.projected:
             timer.wrap(_line_search.ProjectedLine, "__init__", "search setup")
-            timer.wrap(_line_search.ProjectedLine, "move", "update + X U")
+            timer.wrap(_line_search.ProjectedLine, "proposal", "update + X U")
+            timer.wrap(descent, "_commit", "update + X U")
         else:
             timer.wrap(descent, "_update", "update")
             timer.wrap(descent, "product", "X U")

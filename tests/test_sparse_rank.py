@@ -627,7 +627,10 @@ def test_projected_line_is_the_objective_at_the_projected_point(
                 X.astype(np.float64), moved, groups, query_rows[selected], 1e-3
             ).sum()
             np.testing.assert_allclose(line(mu), expected, rtol=1e-4, atol=1e-9)
-        line.move(0.3)
+        # The line only proposes the step's point; the descent commits it.
+        proposal = line.proposal(0.3)
+        np.testing.assert_array_equal(descent.components().toarray(), U)
+        descent._commit(proposal)
         moved = brute_force_projection(U - 0.3 * G, n_keep, renormalize)
         np.testing.assert_allclose(descent.components().toarray(), moved, atol=1e-5)
         np.testing.assert_allclose(descent.Y, X @ moved, atol=1e-5)

@@ -80,6 +80,10 @@ class Descent:
     (N, R) float64 is X U; when sparse, ``kept`` and ``values`` (R, M) are the row
     indices and values of the entries of each column of U.
 
+    The descent is the only writer of this state: the projected search
+    (:class:`~._line_search.ProjectedLine`) reads it and proposes the point its step
+    lands on, which :meth:`_commit` makes current.
+
     BLAS runs single-threaded inside (``threadpoolctl``): the many small products of a
     step are slowed down, not sped up, by BLAS threads, and the large ones are split
     by hand into ``n_jobs`` blocks run on ``pool``, which also spreads the l0
@@ -180,7 +184,7 @@ class Descent:
             mu = step / np.sqrt(gradient_sq_norm)
             unprojected = float(problem.losses(self.Y - mu * H).sum())
             if step > 0.0:
-                line.move(step)
+                self._commit(line.proposal(step))
             return mu, unprojected
         objective = line_objective(problem, selected, scores, self.Y, H, weights)
         # First trial: the step that would zero a linear model of the objective.
@@ -211,6 +215,24 @@ class Descent:
             self.Y = self._dense_product()
         return mu, unprojected
 
+    def _commit(self, proposal):
+        """Make the projected search's :class:`~._line_search.Proposal` the current
+        point: U^T in place, the supports, their thresholds, and Y (the proposal's, or
+        recomputed as X U when :meth:`refresh_due`, against drift)."""
+        n_outputs, n_features = self.UT.shape
+        # Through flat indices (put_along_axis is 10x slower here).
+        UT = self.UT.reshape(-1)
+        offsets = np.arange(n_outputs)[:, None] * n_features
+        UT[(offsets + self.kept).ravel()] = 0.0
+        UT[(offsets + proposal.kept).ravel()] = proposal.values.ravel()
+        self.kept, self.values = proposal.kept, proposal.values
+        self.thresholds = np.abs(proposal.values).min(axis=1)
+        self.Y = (
+            self.product(proposal.kept, proposal.values)
+            if self.refresh_due()
+            else proposal.Y
+        )
+
     def gradient_factors(self, rows, dF, Z):
         """G = left^T right (Eq. 14): left (2P, D) float64 = [X_S; dF X], right (2P, R)
         float64, Fortran order, = [Z; Y_S].
@@ -230,7 +252,7 @@ class Descent:
     def _update(self, mu, rows, dF, Z):
         """U <- U - mu G in place (Eq. 15 for descent), by float32 BLAS: the dense
         search's update, whose bits depend on the BLAS kernel (the projected search's
-        move does not go through here)."""
+        step is committed by :meth:`_commit` instead)."""
         left, right = (
             np.asarray(factor, dtype=np.float32, order="F")
             for factor in self.gradient_factors(rows, dF, Z)

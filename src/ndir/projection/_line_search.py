@@ -14,14 +14,17 @@ P queries of the step) along the descent direction ``-G`` of Eq. 14:
 - :class:`ProjectedLine`: the objective at ``P_M(U - mu G / |G|)``, the point where the
   step lands after the l0 projection of Eq. 17 (and unit columns), alpha_q and beta_q
   recounted there (the "projected" search); each trial costs a product with the
-  entries that move in or out of the supports, and :meth:`ProjectedLine.move`
-  performs the chosen step.
+  entries that move in or out of the supports, and :meth:`ProjectedLine.proposal`
+  gives the point the chosen step lands on.
 
 The objectives are evaluated through a ``RankingProblem`` (``ndir.projection._ranking``)
 and, for :class:`ProjectedLine`, on the ``Descent`` (``ndir.projection._descent``) whose
-U and Y it reads and, in ``move``, updates. Neither module is imported here: the descent
-imports this one.
+U and Y it reads and never writes: the line search proposes a point, the descent
+commits it (``Descent.step``). Neither module is imported here: the descent imports
+this one.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -164,6 +167,38 @@ def line_objective(problem, selected, scores, Y, H, weights):
         return problem.losses_of_scores(moved, selected, weights).sum()
 
     return objective
+
+
+class Moves(NamedTuple):
+    """The entries a trial step moves in or out of the supports of U.
+
+    ``out_rows``, ``out_at`` (int): the dropped entries, by column of U and position in
+    the descent's ``kept``; ``out_values``: minus their values at the step. ``in_rows``,
+    ``in_at`` (int): the entered ones, by column and position among the line's
+    ``outside`` candidates; ``in_values``: their values at the step. ``norms``: (R,)
+    the columns' norms at the projected point with ``renormalize``, else None.
+    """
+
+    out_rows: np.ndarray
+    out_at: np.ndarray
+    out_values: np.ndarray
+    in_rows: np.ndarray
+    in_at: np.ndarray
+    in_values: np.ndarray
+    norms: np.ndarray | None
+
+
+class Proposal(NamedTuple):
+    """The point a projected step lands on, for the descent to commit.
+
+    ``kept``: (R, M) int32, the support of each column of U, increasing; ``values``:
+    (R, M) float32, U's entries there (unit columns with ``renormalize``); ``Y``: (N,
+    R) float64, X U at that point, from the moved entries.
+    """
+
+    kept: np.ndarray
+    values: np.ndarray
+    Y: np.ndarray
 
 
 class ProjectedLine:
@@ -398,10 +433,8 @@ class ProjectedLine:
         ``o_i > r_i``, each replacing one of the e smallest near entries; no more
         than the near entries can leave, so only the first of them are compared.
 
-        Returns the dropped (rows, positions in ``kept``, minus their values), the
-        entered (rows, positions in ``outside``, values) and the columns' norms, as
-        :meth:`projected_scores` forms them; or None where a tie at the threshold
-        needs :meth:`_candidates`' exact count.
+        Returns the :class:`Moves`, as :meth:`projected_scores` forms them; or None
+        where a tie at the threshold needs :meth:`_candidates`' exact count.
         """
         n_outputs, n_keep = self.inside_values.shape
         while True:
@@ -456,7 +489,7 @@ class ProjectedLine:
             )
             sq_norms += np.bincount(in_rows, weights=in_values**2, minlength=n_outputs)
             norms = np.sqrt(np.maximum(sq_norms, 0.0))
-        return (
+        return Moves(
             near_rows[dropped],
             flat[dropped] - near_rows[dropped] * n_keep,
             out_values,
@@ -560,8 +593,7 @@ class ProjectedLine:
         norms = None
         if self.descent.renormalize:
             norms = np.sqrt(np.sum(np.where(chosen, values, 0.0) ** 2, axis=1))
-        Y = self._moved_scores(
-            mu,
+        moves = Moves(
             out_rows,
             out_at,
             -values[:, :n_keep][dropped],
@@ -570,21 +602,23 @@ class ProjectedLine:
             values[:, n_keep:][entered],
             norms,
         )
-        return Y, values, chosen
+        return self._moved_scores(mu, moves), values, chosen
 
-    def _moved_scores(
-        self, mu, out_rows, out_at, out_values, in_rows, in_at, in_values, norms
-    ):
+    def _moved_scores(self, mu, moves):
         """X u_r' = (Y_r - mu X[:, S_r] g_r[S_r] + X c_r) / norms[r], (N, R) float64:
-        c_r holds the dropped entries (minus their values at mu) and the entered ones."""
+        c_r holds the dropped entries (minus their values at mu) and the entered ones
+        (:class:`Moves`)."""
         descent = self.descent
         CT = sp.csc_array(
             (
-                np.concatenate([out_values, in_values]).astype(np.float32),
+                np.concatenate([moves.out_values, moves.in_values]).astype(np.float32),
                 (
-                    np.concatenate([out_rows, in_rows]),
+                    np.concatenate([moves.out_rows, moves.in_rows]),
                     np.concatenate(
-                        [descent.kept[out_rows, out_at], self.outside[in_rows, in_at]]
+                        [
+                            descent.kept[moves.out_rows, moves.out_at],
+                            self.outside[moves.in_rows, moves.in_at],
+                        ]
                     ),
                 ),
             ),
@@ -593,8 +627,8 @@ class ProjectedLine:
         Y = descent.Y - mu * self.support_gradient
         if CT.nnz:
             Y += descent.sparse_rows_product(CT)
-        if norms is not None:
-            Y /= np.where(norms > 0.0, norms, 1.0)
+        if moves.norms is not None:
+            Y /= np.where(moves.norms > 0.0, moves.norms, 1.0)
         return Y
 
     def __call__(self, mu):
@@ -602,13 +636,14 @@ class ProjectedLine:
         if moves is None:
             Y, _, _ = self.projected_scores(mu)
         else:
-            Y = self._moved_scores(mu, *moves)
+            Y = self._moved_scores(mu, moves)
         scores = Y[self.rows] @ Y.T
         return float(self.problem.losses_of_scores(scores, self.selected).sum())
 
-    def move(self, mu):
-        """Set the descent's U to ``P_M(U - mu G / |G|)`` and Y to X U (from the
-        moved entries, or recomputed when ``descent.refresh_due()``, against drift)."""
+    def proposal(self, mu):
+        """The :class:`Proposal` of the step mu: ``P_M(U - mu G / |G|)``, with its
+        supports, values and X U. Selects among all M + C candidates, in the summation
+        order of :meth:`projected_scores`; the descent is left unchanged."""
         descent = self.descent
         Y, values, chosen = self.projected_scores(mu)
         n_outputs, n_keep = descent.kept.shape
@@ -626,12 +661,4 @@ class ProjectedLine:
         if descent.renormalize:
             norms = np.linalg.norm(kept_values, axis=1, keepdims=True)
             kept_values /= np.where(norms > 0.0, norms, 1.0)
-        kept_values = kept_values.astype(np.float32)
-        # U^T in place, through flat indices (put_along_axis is 10x slower here).
-        UT = descent.UT.reshape(-1)
-        offsets = np.arange(n_outputs)[:, None] * descent.UT.shape[1]
-        UT[(offsets + descent.kept).ravel()] = 0.0
-        UT[(offsets + rows).ravel()] = kept_values.ravel()
-        descent.kept, descent.values = rows, kept_values
-        descent.thresholds = np.abs(kept_values).min(axis=1)
-        descent.Y = descent.product(rows, kept_values) if descent.refresh_due() else Y
+        return Proposal(rows, kept_values.astype(np.float32), Y)
