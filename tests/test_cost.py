@@ -37,6 +37,15 @@ def test_hand_counted_cost():
     assert cost["equivalent_full_projectors"] == pytest.approx(0.04)
 
 
+def test_madds_ratio_of_one_entry_is_every_entry_and_of_none_is_finite():
+    """One stored entry costs one multiply-add against D R dense: the ratio is D R. A
+    projector with no entry is priced as one (a finite ratio, not a division by zero)."""
+    one = sp.csc_array(([2.0], ([3], [1])), shape=(10, 4), dtype=np.float32)
+    assert projection_cost(one)["madds_ratio"] == 40.0
+    empty = projection_cost(np.zeros((10, 4), dtype=np.float32))
+    assert empty["nnz"] == 0 and empty["madds_ratio"] == 40.0
+
+
 def counted_projection(U, x):
     """y = x U by an explicit loop over U's entries, counting the multiply-adds done."""
     y = np.zeros(U.shape[1])
@@ -125,7 +134,7 @@ def test_latency_reports_the_batch_and_the_difference_of_its_products(
 
 def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
     """The sparse batch product gets as many threads as BLAS has (so that the batch
-    speed-up compares like with like)."""
+    speed-up compares like with like), one when no BLAS pool is reported."""
     seen = []
 
     def spy(U, X, n_threads):
@@ -137,6 +146,11 @@ def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
     monkeypatch.setattr(cost, "threadpool_info", lambda: pools)
     projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
     assert seen and set(seen) == {3}
+    # No BLAS pool reported: one thread (the product takes n_jobs >= 1).
+    seen.clear()
+    monkeypatch.setattr(cost, "threadpool_info", lambda: pools[:1])
+    projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
+    assert seen and set(seen) == {1}
 
 
 def test_latencies_are_times_within_the_calls_wall_time():

@@ -136,3 +136,26 @@ def test_float64_inner_is_the_float64_product_in_any_blocks(block_bytes, monkeyp
     gram = product.float64_inner(A)
     assert gram.dtype == np.float64
     np.testing.assert_allclose(gram, A64 @ A64.T, rtol=1e-13, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_n_jobs_threads_share_the_blocks_of_rows(n_jobs, monkeypatch):
+    """One job projects on the calling thread; two share two blocks of rows on a pool
+    of their own (the caller only waits), with the same result."""
+    import threading
+
+    seen = []
+    transpose = product._transpose
+
+    def recording(X, out):
+        seen.append(threading.get_ident())
+        return transpose(X, out)
+
+    monkeypatch.setattr(product, "_transpose", recording)
+    rng = np.random.default_rng(8)
+    U = sp.random(300, 7, density=0.05, random_state=8, format="csc", dtype=np.float32)
+    X = rng.standard_normal((2 * BLOCK_ROWS, 300)).astype(np.float32)
+    np.testing.assert_allclose(sparse_batch_product(U, X, n_jobs), X @ U.toarray(), rtol=1e-5, atol=1e-6)
+    caller = threading.get_ident()
+    assert len(seen) == 2
+    assert set(seen) == {caller} if n_jobs == 1 else caller not in seen
