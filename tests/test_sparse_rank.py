@@ -861,7 +861,9 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, monkeypat
     """dF X reads only the rows of X whose column of dF has a non-zero when they are
     few (_GATHER_ROWS_MAX), the whole X otherwise: either way left^T right is G of
     Eq. 14, here summed query by query, sum_q x_q (dF[q] Y)^T + (X^T dF[q]) y_q^T,
-    for a dF with 3 non-zero columns out of 18 (the late-training case)."""
+    for a dF with 3 non-zero columns out of 18 (the late-training case), one of them
+    all ones and one all minus ones (an image each query counts once, with a weight of
+    1: a non-zero column whatever its values)."""
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_descent, "_GATHER_ROWS_MAX", gather_max)
@@ -869,7 +871,8 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, monkeypat
     rows = query_rows[[0, 2, 5]]
     rng = np.random.default_rng(9)
     dF = np.zeros((rows.size, X.shape[0]))
-    dF[:, [4, 11, 16]] = rng.standard_normal((rows.size, 3))
+    dF[:, 4] = rng.standard_normal(rows.size)
+    dF[:, 11], dF[:, 16] = 1.0, -1.0
     with ThreadPoolExecutor(2) as pool:
         descent = _descent.Descent(X, problem.gram, U0, 40, False, "dense", pool, 2)
         Z = dF @ descent.Y
@@ -1026,3 +1029,46 @@ def test_y_is_recomputed_from_x_u_and_u_renormalised_every_refresh_steps(monkeyp
             else:
                 assert np.abs(Y - exact).max() > 1e-3
                 assert abs(np.linalg.norm(UT[1]) - 1.0) > 1e-2
+
+
+@pytest.mark.parametrize("line_search", ["projected", "dense"])
+@pytest.mark.parametrize("n_keep", [3, 6])
+def test_a_step_on_queries_whose_constraints_hold_does_not_move(line_search, n_keep):
+    """Selected queries that violate nothing have no gradient: the step reports mu = 0
+    (U did not move, which the stall count of n_iter_no_change counts on), leaves U and
+    Y as they were, and returns the objective over all queries at U, by loops. Groups
+    0-2 lie on axes of their own; group 3's third image lies on group 2's axis, so the
+    queries of groups 2 and 3 violate a constraint and those of groups 0 and 1 none."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X = np.zeros((12, 6), dtype=np.float32)
+    X[np.arange(12), [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 2]] = 1.0
+    groups = np.repeat(np.arange(4), 3)
+    query_rows = np.array([0, 3, 6, 9])
+    problem = _ranking.RankingProblem(X, groups, query_rows, 1e-3)
+    U0 = np.eye(6, dtype=np.float32)[:, :4]
+    expected = brute_force_losses(X.astype(np.float64), U0.astype(np.float64), groups, query_rows, 1e-3)
+    assert np.all(expected[:2] == 0.0) and np.all(expected[2:] > 0.0)
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, n_keep, True, line_search, pool, 2)
+        U, Y = descent.components().toarray(), descent.Y.copy()
+        mu, objective = descent.step(problem, np.array([0, 1]))
+        assert mu == 0.0
+        np.testing.assert_allclose(objective, expected.sum(), rtol=1e-6)
+        np.testing.assert_array_equal(descent.components().toarray(), U)
+        np.testing.assert_array_equal(descent.Y, Y)
+
+
+def test_a_zero_projector_stays_zero_among_unit_columns():
+    """A column of U that is zero (here in a given start) has a zero gradient (its
+    scores are all zero) and stays zero through projected steps with renormalize: no
+    division of 0 by its norm 0 (NaN), while the other columns keep unit norms and
+    the steps move."""
+    X, groups, _ = grouped(8, 3, 40, noise=1.5, seed=2)
+    init = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
+    init[:, 2] = 0.0
+    model = SparseRankProjector(4, sparsity=0.5, max_iter=5, tol=0.0, init=init, random_state=0).fit(X, groups)
+    U = model.components_.toarray()
+    assert np.all(model.step_sizes_ > 0.0) and np.all(np.isfinite(model.objective_))
+    assert np.all(U[:, 2] == 0.0)
+    np.testing.assert_allclose(np.linalg.norm(U[:, [0, 1, 3]], axis=0), 1.0, atol=1e-6)
