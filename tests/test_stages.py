@@ -662,12 +662,33 @@ def test_final_maps_take_the_last_measured_interval(tmp_path):
     assert (row["initial"], row["final"], row["final_low"], row["final_high"]) == (0.5, 0.8, 0.75, 0.85)
 
 
-def test_word_count_shards_log_their_progress_every_25_images(tmp_path, caplog):
-    """A long shard says how far it got: after the 25th and 50th of 51 images, not
-    after the others."""
+def _encode_word_counts(tmp_path, sample):
+    """A BoVW shard (:func:`ndir.stages.seeds.encode_bovw_shard`) of ``images.csv``."""
     from ndir import bovw
-    from ndir.descriptors import image_descriptors_with
     from ndir.stages.seeds import encode_bovw_shard
+
+    bovw.fit_visual_vocabulary(sample, 2, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
+    encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", tmp_path / "0.npz", 0, 1, DESCRIPTORS)
+
+
+def _encode_signatures(tmp_path, sample):
+    """A VLAD signature shard (:func:`ndir.stages.signatures.encode_shard`) of ``images.csv``."""
+    from ndir.codebooks import fit_vlad_codebook
+    from ndir.stages.signatures import encode_shard
+
+    fit_vlad_codebook(sample, 2, n_components=4, n_iter=2).save(tmp_path / "vlad-2.npz")
+    encode_shard(tmp_path / "images.csv", [tmp_path / "vlad-2.npz"], tmp_path / "0.npz", 0, 1, 1.0, DESCRIPTORS)
+
+
+@pytest.mark.parametrize(
+    ("encode", "logger", "prefix"),
+    [(_encode_word_counts, "ndir.stages.seeds", "bovw shard"), (_encode_signatures, "ndir.stages.signatures", "shard")],
+    ids=["word counts", "signatures"],
+)
+def test_encoding_shards_log_their_progress_every_25_images(tmp_path, caplog, encode, logger, prefix):
+    """A long shard of word counts or of signatures says how far it got: after the
+    25th and 50th of 51 images, not after the others."""
+    from ndir.descriptors import image_descriptors_with
 
     rng = np.random.default_rng(6)
     base = rng.integers(0, 256, size=(40, 48), dtype=np.uint8)
@@ -681,8 +702,7 @@ def test_word_count_shards_log_their_progress_every_25_images(tmp_path, caplog):
         }
     ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
     sample = np.tile(image_descriptors_with(path, DESCRIPTORS), (10, 1))
-    bovw.fit_visual_vocabulary(sample, 2, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
-    with caplog.at_level(logging.INFO, logger="ndir.stages.seeds"):
-        encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", tmp_path / "0.npz", 0, 1, DESCRIPTORS)
-    progress = [r.getMessage() for r in caplog.records if "images" in r.getMessage() and "bovw shard" in r.getMessage()]
-    assert progress == ["bovw shard 0: 25 / 51 images", "bovw shard 0: 50 / 51 images"]
+    with caplog.at_level(logging.INFO, logger=logger):
+        encode(tmp_path, sample)
+    progress = [r.getMessage() for r in caplog.records if r.name == logger and r.getMessage().endswith("images")]
+    assert progress == [f"{prefix} 0: 25 / 51 images", f"{prefix} 0: 50 / 51 images"]
