@@ -706,3 +706,85 @@ def test_encoding_shards_log_their_progress_every_25_images(tmp_path, caplog, en
         encode(tmp_path, sample)
     progress = [r.getMessage() for r in caplog.records if r.name == logger and r.getMessage().endswith("images")]
     assert progress == [f"{prefix} 0: 25 / 51 images", f"{prefix} 0: 50 / 51 images"]
+
+
+def _smoothed_idf(counts):
+    """ln((1 + n) / (1 + df_w)) + 1 over the rows of ``counts`` (scikit-learn's smoothing)."""
+    return np.log((1 + counts.shape[0]) / (1 + np.count_nonzero(counts, axis=0))) + 1
+
+
+def _unit_tfidf(counts, idf):
+    weighted = counts * idf
+    return weighted / np.linalg.norm(weighted, axis=1, keepdims=True)
+
+
+def test_tfidf_weights_both_splits_by_the_training_splits_idf(tmp_path):
+    """The tf-idf baseline and the learners' tf-idf input weight the word counts of
+    both splits by the idf of the training split alone: the record's test mAP and
+    Recall@1 are those of that weighting, computed here from the counts, and differ
+    from those of an idf of the test split, of all images or of none."""
+    from ndir.evaluation import holidays_map
+    from ndir.stages import seeds
+
+    rng = np.random.default_rng(1)
+    train = rng.poisson(0.8, (6, 6)) * (rng.random((6, 6)) < 0.6)
+    train[np.flatnonzero(train.sum(axis=1) == 0), 0] = 1  # no image without a word
+    test = rng.poisson(1.5, (12, 6)) * (rng.random((12, 6)) < 0.7)
+    assert np.all(test.sum(axis=1) > 0)
+    # The test groups come first in the table, the training ones after.
+    groups = np.concatenate([np.repeat(np.arange(4), 3), np.repeat([4, 5], 3)])
+    pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(18)], "path": [f"{j}.jpg" for j in range(18)], "group": groups,
+            "is_query": np.arange(18) % 3 == 0, "split": ["test"] * 12 + ["train"] * 6,
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    sp.save_npz(tmp_path / "bovw.npz", sp.csr_matrix(np.vstack([test, train]).astype(np.float32)))
+    seeds.evaluate_tfidf(tmp_path / "images.csv", tmp_path / "bovw.npz", tmp_path / "record.json")
+    record = json.loads((tmp_path / "record.json").read_text())
+
+    test_groups, is_query = groups[:12], np.arange(12) % 3 == 0
+    idf = _smoothed_idf(train)
+    X = _unit_tfidf(test, idf)
+    scores = X @ X.T
+    np.fill_diagonal(scores, -np.inf)
+    recall_at_1 = np.mean(test_groups[scores.argmax(axis=1)] == test_groups)
+    assert record["n_words"] == 6 and record["model_bytes"] == 4 * 6
+    assert record["test_map"] == pytest.approx(holidays_map(X, test_groups, is_query), abs=1e-6)
+    assert record["recall_at_1"] == pytest.approx(recall_at_1)
+    assert record["query_dims"] == np.count_nonzero(test[is_query], axis=1).mean()
+    others = [_smoothed_idf(test), _smoothed_idf(np.vstack([test, train])), np.ones(6)]
+    assert all(abs(holidays_map(_unit_tfidf(test, w), test_groups, is_query) - record["test_map"]) > 1e-3 for w in others)
+
+    splits = seeds._learning_splits(tmp_path / "images.csv", tmp_path / "bovw.npz")
+    for name, counts in (("train", train), ("test", test)):
+        np.testing.assert_allclose(splits[name][0].toarray(), _unit_tfidf(counts, idf), rtol=1e-6)
+
+
+def test_an_empty_word_count_shard_gathers_with_the_others(tmp_path):
+    """More shards than images (2 images, 3 shards): the empty shard holds a (0, words)
+    matrix and the gathered counts are those of one shard of every image, a row each."""
+    from ndir import bovw
+    from ndir.descriptors import image_descriptors_with
+    from ndir.stages.seeds import encode_bovw_shard, gather_bovw
+
+    rng = np.random.default_rng(7)
+    paths = [tmp_path / f"{j}.png" for j in range(2)]
+    for path in paths:
+        cv2.imwrite(str(path), rng.integers(0, 256, size=(40, 48), dtype=np.uint8))
+    pd.DataFrame(
+        {"image_id": ["a", "b"], "path": [str(p) for p in paths], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    sample = np.vstack([image_descriptors_with(path, DESCRIPTORS) for path in paths])
+    bovw.fit_visual_vocabulary(sample, 3, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
+    shards = [tmp_path / f"{shard}.npz" for shard in range(3)]
+    for shard, path in enumerate(shards):
+        encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", path, shard, 3, DESCRIPTORS)
+    empty = np.load(shards[0])
+    assert list(empty["shape"]) == [0, 3] and empty["image_id"].size == 0 and list(empty["indptr"]) == [0]
+    gather_bovw(tmp_path / "images.csv", shards, tmp_path / "counts.npz")
+    encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", tmp_path / "whole.npz", 0, 1, DESCRIPTORS)
+    whole = np.load(tmp_path / "whole.npz")
+    expected = sp.csr_array((whole["data"], whole["indices"], whole["indptr"]), shape=tuple(whole["shape"])).toarray()
+    assert expected.shape == (2, 3) and expected.sum() > 0
+    np.testing.assert_array_equal(sp.load_npz(tmp_path / "counts.npz").toarray(), expected)
