@@ -788,3 +788,51 @@ def test_an_empty_word_count_shard_gathers_with_the_others(tmp_path):
     expected = sp.csr_array((whole["data"], whole["indices"], whole["indptr"]), shape=tuple(whole["shape"])).toarray()
     assert expected.shape == (2, 3) and expected.sum() > 0
     np.testing.assert_array_equal(sp.load_npz(tmp_path / "counts.npz").toarray(), expected)
+
+
+def test_seeds_comparison_fits_pca_on_the_training_split_and_draws_only_stored_models(tmp_path, monkeypatch):
+    """The comparison's own rows: PCA fitted on the training signatures alone (its test
+    mAP recomputed here, unlike a PCA of the test split's), timed around the fit (a fake
+    clock); a sparse projector's multiply-adds per query, nnz + R per test image (21
+    of 39 images); and the figure drawn without the rows that store no model (a
+    second-order pooling record, 0 bytes), with those that store one (1 byte on)."""
+    from ndir import figures
+    from ndir.evaluation import holidays_map
+    from ndir.projection import PCAProjection
+    from ndir.projection.storage import save_projector
+    from ndir.stages import seeds
+
+    images, signatures, groups = _grouped_signatures(tmp_path, n_groups=13)
+    X = np.load(signatures)
+    train, test = groups < 6, groups >= 6
+    is_query = np.arange(groups.size)[test] % 3 == 0
+    U = sp.random(16, 4, density=0.5, random_state=2, format="csc", dtype=np.float32)
+    save_projector(tmp_path / "R4-tau0.5.npz", U, n_components=4, sparsity=0.5, signature="fv-8", fit_seconds=2.0)
+    (tmp_path / "fv-8").mkdir()
+    pd.DataFrame({"iteration": [0, 1], "test_map_l2": [0.3, 0.4]}).to_csv(tmp_path / "fv-8/R4-tau0.5.csv", index=False)
+    pooling = {
+        "method": "second-order pooling", "signature": "fv-8", "query_dims": 16, "model_bytes": 0,
+        "db_bytes_per_image": 64, "madds_per_query": 16 * 21, "test_map": 0.5, "recall_at_1": 0.5, "train_s": 0.0,
+    }  # fmt: skip
+    (tmp_path / "pooling.json").write_text(json.dumps(pooling))
+    (tmp_path / "byte.json").write_text(json.dumps({**pooling, "method": "one byte", "model_bytes": 1}))
+    drawn = []
+    monkeypatch.setattr(figures, "seeds_comparison_figure", lambda records, stem: drawn.append(records))
+    clock = itertools.count(1000.0, 1.0)  # every reading one second after the last
+    monkeypatch.setattr(seeds, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    table = [str(tmp_path / f"table{suffix}") for suffix in (".csv", ".md", ".tex")]
+    seeds.seeds_comparison(
+        images, [tmp_path / "pooling.json", tmp_path / "byte.json"], [signatures], [tmp_path / "R4-tau0.5.npz"], [tmp_path / "fv-8/R4-tau0.5.csv"],
+        [], table, [str(tmp_path / "figure.png")], tmp_path / "records.csv", [2],
+    )  # fmt: skip
+    rows = pd.read_csv(tmp_path / "records.csv").set_index("method")
+
+    pca = rows.loc["PCA R=2"]
+    expected = holidays_map(PCAProjection(2).fit(X[train]).transform(X[test]), groups[test], is_query)
+    assert pca["test_map"] == pytest.approx(expected, abs=1e-6)
+    of_test = holidays_map(PCAProjection(2).fit(X[test]).transform(X[test]), groups[test], is_query)
+    assert abs(of_test - expected) > 1e-3
+    assert pca["train_s"] == 1.0
+    sparse_row = rows.loc["sparse rank R=4 τ=0.5"]
+    assert sparse_row["madds_per_query"] == U.nnz + 4 * 21 and sparse_row["test_map"] == 0.4
+    assert len(drawn) == 1 and sorted(drawn[0]["method"]) == ["PCA R=2", "one byte", "sparse rank R=4 τ=0.5"]
