@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ndir import jcf
+from ndir.jcf import _estimator, _factorised, _features, _normalisation, _second_order
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.encoding import gmm_posteriors
 from ndir.evaluation import holidays_map, recall_at_k
@@ -155,7 +156,7 @@ def test_second_order_gram_is_the_gram_of_the_signatures(block, monkeypatch):
     """Accumulated over blocks of codewords (here also 2 codewords of 5 images at a
     time, 3 blocks for K = 5), the cosines of the baselines' signatures."""
     if block is not None:
-        monkeypatch.setattr(jcf, "GRAM_BLOCK_ELEMENTS", block)
+        monkeypatch.setattr(_second_order, "GRAM_BLOCK_ELEMENTS", block)
     rng = np.random.default_rng(6)
     features, posteriors = random_images(rng, 5, 4, 5)
     for Y, gram in (
@@ -230,11 +231,11 @@ def central_difference(f, x, h=1e-6):
 @pytest.mark.parametrize("shared", [False, True])
 def test_pooling_gradient(shared, monkeypatch):
     # A small lift budget: the images are split over several chunks.
-    monkeypatch.setattr(jcf, "LIFT_ELEMENTS", 40)
+    monkeypatch.setattr(_factorised, "LIFT_ELEMENTS", 40)
     rng = np.random.default_rng(6)
     d, K, k, R = 3, 4, 2, 3
     features, posteriors = random_images(rng, 5, d, K)
-    X, H, offsets = jcf._check_images(features, posteriors)
+    X, H, offsets = _features._check_images(features, posteriors)
     c = k if shared else K
     params = {"Wu": rng.normal(size=(c * d, R)), "Wv": rng.normal(size=(c * d, R))}
     if shared:
@@ -243,9 +244,9 @@ def test_pooling_gradient(shared, monkeypatch):
     G = rng.normal(size=(images.size, R))  # L = <G, z>
 
     def objective():
-        return float(np.sum(G * jcf._Model(params, np.float64, 1.7).pool(X, H, offsets, images)))
+        return float(np.sum(G * _factorised._Model(params, np.float64, 1.7).pool(X, H, offsets, images)))
 
-    model = jcf._Model(params, np.float64, 1.7)
+    model = _factorised._Model(params, np.float64, 1.7)
     _, kept = model.pool(X, H, offsets, images, keep=True)
     assert len(kept) > 1
     analytic = model.pool_backward(X, H, offsets, kept, G)
@@ -261,9 +262,9 @@ def test_normalisation_gradient(signed, eps):
     G = rng.normal(size=(3, 4))
 
     def objective():
-        return float(np.sum(G * jcf._normalise(z, eps, signed)))
+        return float(np.sum(G * _normalisation._normalise(z, eps, signed)))
 
-    analytic = jcf._normalise_backward(z, G, eps, signed)
+    analytic = _normalisation._normalise_backward(z, G, eps, signed)
     np.testing.assert_allclose(analytic, central_difference(objective, z), rtol=1e-6, atol=1e-8)
 
 
@@ -273,7 +274,7 @@ def test_smoothed_signed_sqrt():
     smooth = signed_sqrt(z, 1e-4)
     assert smooth[2] == 0.0 and np.all(np.diff(smooth) > 0)
     assert np.max(np.abs(smooth - signed_sqrt(z))) <= 1e-2 + 1e-12  # at most sqrt(eps) apart
-    assert jcf._signed_sqrt_derivative(0.0, 1e-4) == pytest.approx(50.0)
+    assert _normalisation._signed_sqrt_derivative(0.0, 1e-4) == pytest.approx(50.0)
 
 
 def test_triplet_loss_gradient_and_value():
@@ -390,8 +391,8 @@ def test_adam_steps_hand_computed(n_shared, monkeypatch):
     for name in start:
         np.testing.assert_allclose(after_one[name], expected_one[name], rtol=1e-12, atol=1e-14)
     root = np.sqrt(scale)
-    np.testing.assert_allclose(model.U_, jcf._from_columns(expected_two["Wu"] * root, 3), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(model.V_, jcf._from_columns(expected_two["Wv"] * root, 3), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(model.U_, _factorised._from_columns(expected_two["Wu"] * root, 3), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(model.V_, _factorised._from_columns(expected_two["Wv"] * root, 3), rtol=1e-12, atol=1e-14)
     if n_shared is None:
         assert model.A_ is None and model.B_ is None
     else:
@@ -407,7 +408,7 @@ def test_end_to_end_gradient(n_shared):
     d, K, R = 3, 3, 4
     features, posteriors = random_images(rng, 6, d, K)
     groups = np.array([0, 0, 1, 1, 2, 2])
-    X, H, offsets = jcf._check_images(features, posteriors)
+    X, H, offsets = _features._check_images(features, posteriors)
     model = JCF(n_components=R, n_shared=n_shared, sqrt_eps=1e-2, margin=1.0)
     params = model._init_params(d, K, np.random.RandomState(0))
     images = np.arange(6)
@@ -616,7 +617,7 @@ def test_each_epoch_visits_every_training_group_once_in_a_new_order(monkeypatch)
             initial.append((np.asarray(batch).copy(), result))
         return result
 
-    monkeypatch.setattr(jcf, "hardest_negative_triplet_loss", loss_spy)
+    monkeypatch.setattr(_estimator, "hardest_negative_triplet_loss", loss_spy)
     n_epochs, per_batch = 4, 2
     model = JCF(
         n_components=3, n_epochs=n_epochs, batch_groups=per_batch, learning_rate=0.05, margin=1.0,
@@ -708,11 +709,11 @@ def test_image_chunks_bound_the_lifted_rows(monkeypatch):
     """The images are processed in runs, in order, each image once, whose lifted rows
     (their features times ``width``) stay within LIFT_ELEMENTS; an image larger than
     that alone makes a run of its own."""
-    monkeypatch.setattr(jcf, "LIFT_ELEMENTS", 100)
+    monkeypatch.setattr(_factorised, "LIFT_ELEMENTS", 100)
     sizes = np.array([3, 4, 2, 30, 1, 5, 5, 2])
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     images = np.array([7, 0, 1, 2, 3, 4, 5, 6])
-    chunks = [chunk.tolist() for chunk in jcf._image_chunks(offsets, images, width=10)]
+    chunks = [chunk.tolist() for chunk in _factorised._image_chunks(offsets, images, width=10)]
     # Rows 2 3 4 | 2 | 30 | 1 5 | 5 (x 10 elements each): 90 or 60 fit in 100, 110 do not.
     assert chunks == [[7, 0, 1], [2], [3], [4, 5], [6]]
     assert np.concatenate(chunks).tolist() == images.tolist()

@@ -64,7 +64,10 @@ MODULES = {
     "projection/product": (["src/ndir/projection/product.py"], ["tests/test_product.py", "tests/test_sparse_rank.py"]),
     "projection/storage": (["src/ndir/projection/storage.py"], ["tests/test_storage.py"]),
     "projection/cost": (["src/ndir/projection/cost.py"], ["tests/test_cost.py"]),
-    "jcf": (["src/ndir/jcf.py"], ["tests/test_jcf.py"]),
+    "jcf": (
+        sorted(str(path.relative_to(REPO)) for path in (REPO / "src/ndir/jcf").glob("*.py")),
+        ["tests/test_jcf.py"],
+    ),
     "stages": (
         sorted(str(path.relative_to(REPO)) for path in (REPO / "src/ndir/stages").glob("*.py")),
         [

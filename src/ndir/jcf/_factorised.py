@@ -1,0 +1,146 @@
+"""Factorised pooling: the forward and backward passes of ``z_i = mean_x (h^T U_i^T x)(h^T V_i^T x)``
+(and of its shared form), computed as GEMMs on lifted rows ``g(x) ⊗ x`` formed by blocks."""
+
+import numpy as np
+
+from ._features import _check_images
+
+LIFT_ELEMENTS = 2**21
+"""Values of the lifted block ``g(x) ⊗ x`` (n_rows x K d) formed at once (8 MiB in float32)."""
+
+
+def _lift(X, G):
+    """Rows ``g ⊗ x`` (n, c d) of the rows of G (n, c) and X (n, d), np.kron order."""
+    return (G[:, :, None] * X[:, None, :]).reshape(len(X), -1)
+
+
+def _to_columns(U):
+    """(R, d, c) projectors -> the (c d, R) matrix whose column i is vec(U_i)."""
+    R, d, c = U.shape
+    return U.transpose(2, 1, 0).reshape(c * d, R)
+
+
+def _from_columns(W, d):
+    """Inverse of :func:`_to_columns`."""
+    return W.reshape(-1, d, W.shape[1]).transpose(2, 1, 0)
+
+
+def _image_chunks(offsets, images, width):
+    """Split ``images`` into runs whose lifted rows (rows x ``width``) fit :data:`LIFT_ELEMENTS`."""
+    chunk, rows = [], 0
+    for j in images:
+        n = offsets[j + 1] - offsets[j]
+        if chunk and (rows + n) * width > LIFT_ELEMENTS:
+            yield np.asarray(chunk)
+            chunk, rows = [], 0
+        chunk.append(j)
+        rows += n
+    if chunk:
+        yield np.asarray(chunk)
+
+
+def _gather(X, H, offsets, chunk):
+    """Rows of the images ``chunk``, their segment starts and sizes."""
+    sizes = offsets[chunk + 1] - offsets[chunk]
+    rows = np.concatenate([np.arange(offsets[j], offsets[j + 1]) for j in chunk])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return X[rows], H[rows], starts, sizes
+
+
+class _Model:
+    """Forward and backward passes of JCF for given parameters (float64 dict).
+
+    ``params``: ``Wu``, ``Wv`` (c d, R), columns vec(U_i), vec(V_i) (c = K, or k when
+    shared); ``A``, ``B`` (K, k) or absent. ``scale`` multiplies z (fixed during a fit,
+    folded into Wu, Wv afterwards).
+    """
+
+    def __init__(self, params, dtype, scale=1.0):
+        self.shared = "A" in params
+        self.Wu = params["Wu"].astype(dtype)
+        self.Wv = params["Wv"].astype(dtype)
+        self.W = None if self.shared else np.hstack([self.Wu, self.Wv])
+        self.A = params["A"].astype(dtype) if self.shared else None
+        self.B = params["B"].astype(dtype) if self.shared else None
+        self.R = self.Wu.shape[1]
+        self.scale = scale
+
+    def project(self, X, H):
+        """a = h^T U_i^T x and b = h^T V_i^T x for every row: two (n, R) arrays."""
+        if not self.shared:
+            ab = _lift(X, H) @ self.W
+            return ab[:, : self.R], ab[:, self.R :]
+        return _lift(X, H @ self.A) @ self.Wu, _lift(X, H @ self.B) @ self.Wv
+
+    def backward(self, X, H, grad_a, grad_b):
+        """Gradients of the parameters given dL/da, dL/db (n, R) of a block of rows."""
+        if not self.shared:
+            grad = _lift(X, H).T @ np.hstack([grad_a, grad_b])
+            return {"Wu": grad[:, : self.R], "Wv": grad[:, self.R :]}
+        out = {}
+        d = X.shape[1]
+        for W, M, grad_rows, name, gate in ((self.Wu, self.A, grad_a, "Wu", "A"), (self.Wv, self.B, grad_b, "Wv", "B")):
+            G = H @ M
+            out[name] = _lift(X, G).T @ grad_rows
+            # dL/dg_j = sum_i dL/da_i sum_a x_a Ũ_i[a, j]: (n, k d) then contract with x.
+            back = (grad_rows @ W.T).reshape(len(X), -1, d)
+            out[gate] = H.T @ np.matmul(back, X[:, :, None])[:, :, 0]
+        return out
+
+    def pool(self, X, H, offsets, images, keep=False):
+        """Raw z (len(images), R) of the images; with ``keep`` also each chunk's (a, b)."""
+        z = np.empty((len(images), self.R), dtype=X.dtype)
+        kept, done = [], 0
+        for chunk in _image_chunks(offsets, images, self.Wu.shape[0]):
+            Xc, Hc, starts, sizes = _gather(X, H, offsets, chunk)
+            a, b = self.project(Xc, Hc)
+            z[done : done + len(chunk)] = np.add.reduceat(a * b, starts, axis=0) / sizes[:, None]
+            if keep:
+                kept.append((chunk, a, b))
+            done += len(chunk)
+        z *= self.scale
+        return (z, kept) if keep else z
+
+    def pool_backward(self, X, H, offsets, kept, grad_z):
+        """Parameter gradients (float64) from dL/dz (rows in the order of ``pool``)."""
+        total, done = {}, 0
+        for chunk, a, b in kept:
+            Xc, Hc, _, sizes = _gather(X, H, offsets, chunk)
+            # dz_i/da = b / n (times the scale) for each row of the image.
+            per_image = self.scale * grad_z[done : done + len(chunk)] / sizes[:, None]
+            per_row = np.repeat(per_image.astype(X.dtype), sizes, axis=0)
+            for name, g in self.backward(Xc, Hc, per_row * b, per_row * a).items():
+                total[name] = total.get(name, 0.0) + g.astype(np.float64)
+            done += len(chunk)
+        return total
+
+
+def factorised_pooling(features, posteriors, U, V, A=None, B=None):
+    """Raw JCF vector z (R,) of one image (no normalisation).
+
+    ``z_i = mean_x (h^T U_i^T x)(h^T V_i^T x)``, or with ``A, B`` the shared form
+    ``z_i = mean_x (h^T A Ũ_i^T x)(h^T B Ṽ_i^T x)`` (then ``U, V`` hold Ũ, Ṽ).
+
+    Parameters
+    ----------
+    features : (n, d); posteriors : (n, K), or None for K = 1, h ≡ 1.
+    U, V : (R, d, K) projectors U_i, V_i; or (R, d, k) with ``A, B`` (K, k).
+
+    Returns
+    -------
+    (R,) array in the dtype of ``features`` (float32 unless it is float64).
+    """
+    X, H, offsets = _check_images([features], None if posteriors is None else [posteriors])
+    if (A is None) != (B is None):
+        raise ValueError("A and B: give both (shared form) or neither")
+    c = H.shape[1] if A is None else A.shape[1]
+    for name, P in (("U", U), ("V", V)):
+        if np.ndim(P) != 3 or np.shape(P)[1:] != (X.shape[1], c):
+            raise ValueError(f"{name} has shape {np.shape(P)}; expected (R, d, c) = (R, {X.shape[1]}, {c})")
+    params = {"Wu": _to_columns(np.asarray(U, dtype=np.float64)), "Wv": _to_columns(np.asarray(V, dtype=np.float64))}
+    if A is not None:
+        for name, M in (("A", A), ("B", B)):
+            if np.shape(M) != (H.shape[1], c):
+                raise ValueError(f"{name} has shape {np.shape(M)}; expected (K, k) = ({H.shape[1]}, {c})")
+        params["A"], params["B"] = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    return _Model(params, X.dtype).pool(X, H, offsets, np.arange(1))[0]
