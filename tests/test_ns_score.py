@@ -151,7 +151,7 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
 
 
 def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
-    from ndir.stages.common import test_queries
+    from ndir.report import test_queries
     from ndir.stages.data import index_dataset
 
     from .test_data import _photo, _write

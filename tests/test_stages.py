@@ -14,7 +14,6 @@ import scipy.sparse as sp
 from ndir.errors import ConfigError, DatasetError
 from ndir.atomic import atomic_output
 from ndir.data import build_embedded_dataset
-from ndir.stages import common
 from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.baseline import table1
 from ndir.stages.data import index_dataset, input_summary
@@ -100,7 +99,9 @@ def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):
     assert (report["n_images_skipped"], report["n_files_ignored"]) == (2, 3)
     # One query per Holidays group: as many test queries as test groups.
     assert report["splits"]["test"]["n_queries"] == report["splits"]["test"]["n_groups"]
-    assert common.test_queries(tmp_path / "out/report.json") == report["splits"]["test"]["n_groups"]
+    from ndir.report import test_queries
+
+    assert test_queries(tmp_path / "out/report.json") == report["splits"]["test"]["n_groups"]
     assert input_summary(tmp_path / "out/report.json", listing) == (
         f"ndir: {len(images)} images of {folder} used; 2 skipped as unusable and 3 other files ignored, "
         f"each listed with its reason in {listing}"
@@ -343,7 +344,7 @@ def test_table_stem_is_the_stem_of_the_three_declared_files():
     must be exactly those three, else the stage refuses rather than write others."""
     from pathlib import Path
 
-    from ndir.stages.common import table_stem
+    from ndir.report import table_stem
 
     files = ["results/tables/table2.csv", "results/tables/table2.md", "results/tables/table2.tex"]
     assert table_stem(files) == Path("results/tables/table2")
@@ -413,7 +414,7 @@ def test_damaged_results_are_named_with_the_fix(tmp_path):
     signatures = tmp_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
     signatures.write_bytes(signatures.read_bytes()[:-20])
-    fix = r"cut short or damaged; delete it and run `snakemake \S+ --cores all` in the workflow's folder"
+    fix = r"cut short or damaged: delete it and run `snakemake \S+ --cores all` in the workflow's folder"
     with pytest.raises(ResultFileError, match=rf"fv-8.npy: unreadable \(ValueError: .*\), {fix}"):
         split_signatures(images, signatures)
     shard = tmp_path / "0.npz"
@@ -474,7 +475,7 @@ def test_every_damaged_result_array_is_named_with_the_fix(tmp_path, site):
         {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
     ).to_csv(tmp_path / "images.csv", index=False)
     damaged = _damaged(tmp_path / filename, write)
-    fix = r"cut short or damaged; delete it and run `snakemake \S+ --cores all`"
+    fix = r"cut short or damaged: delete it and run `snakemake \S+ --cores all`"
     with pytest.raises(ResultFileError, match=rf"{filename}: unreadable \(\w+: .*\), {fix}"):
         call(tmp_path, damaged)
     assert not (tmp_path / "o").exists()
@@ -504,7 +505,7 @@ def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
     table = pd.DataFrame(
         {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
     )
-    fix = "cut short or damaged; delete it and run"  # the advice of read_result, whatever its command
+    fix = "cut short or damaged: delete it and run"  # the advice of read_result, whatever its command
     table.to_csv(images, index=False)
     images.write_text(images.read_text().split("\n", 1)[1])
     with pytest.raises(ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'image_id', .*'split'\), {fix}"):

@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from ndir.errors import NdirInputError
+from ndir.model_files import write_model_file
 from ndir.projection import load_projector, save_projector
 
 
@@ -73,8 +74,9 @@ def test_round_trip_through_an_open_file_keeps_explicit_zeros():
 
 def test_a_file_that_is_no_projector_is_named_in_the_error(tmp_path):
     """Text under a .npz name, an .npz of other arrays, a projector cut short, a single
-    .npy array and a missing file: each gives an NdirInputError (a ValueError) naming
-    the file."""
+    .npy array, a codebook and a missing file: each gives an NdirInputError (a
+    ValueError) naming the file, why, and what to do (tests/test_model_files.py has
+    every message)."""
     text = tmp_path / "notes.npz"
     text.write_text("not an archive")
     other = tmp_path / "other.npz"
@@ -84,10 +86,20 @@ def test_a_file_that_is_no_projector_is_named_in_the_error(tmp_path):
     truncated.write_bytes(truncated.read_bytes()[:100])
     array = tmp_path / "array.npy"
     np.save(array, np.arange(3))
-    for path in (text, other, truncated, array, tmp_path / "missing.npz"):
-        with pytest.raises(NdirInputError, match="not an ndir projector file") as error:
+    codebook = tmp_path / "fv-4.npz"
+    write_model_file(codebook, "fv", weights=np.ones(4))
+    rebuild = "cut short or damaged: delete it and run `snakemake"
+    for path, why in [
+        (text, rebuild),
+        (other, "not a model file of ndir (it says no kind"),
+        (truncated, rebuild),
+        (array, "not a model file of ndir (a single array"),
+        (codebook, "not a sparse rank projector (it is a Fisher Vector codebook"),
+        (tmp_path / "missing.npz", "no such file; fit the sparse rank projector first"),
+    ]:
+        with pytest.raises(NdirInputError) as error:
             load_projector(path)
-        assert str(path) in str(error.value)
+        assert str(error.value).startswith(f"{path}: ") and why in str(error.value)
 
 
 def test_the_file_does_not_depend_on_the_order_of_the_metadata(tmp_path):

@@ -2,6 +2,7 @@
 file or folder beside the target, renamed into place on success (a rename within one
 folder is atomic), removed on failure."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -25,6 +26,19 @@ def atomic_output(path):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def write_json(obj, path):
+    """Write ``obj`` as indented JSON with sorted keys, atomically."""
+    with atomic_output(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def write_csv(df, path):
+    """Write a data frame as CSV without its index, atomically."""
+    with atomic_output(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 @contextmanager

@@ -12,7 +12,8 @@ trained on the training set only.
   EM on the PCA-reduced descriptors, initialised by k-means.
 
 The codebooks' ``encode`` returns the raw signature of one image (formulas in
-:mod:`ndir.encoding`), :func:`encode_image` its signatures under several codebooks;
+:mod:`ndir.encoding`), :func:`encode_image` its signatures under several codebooks,
+:func:`load_codebook` either codebook from its file;
 each model saves to and loads from an ``.npz`` file holding a ``kind`` field, so a
 file of the wrong kind is refused with a clear message.
 """
@@ -34,7 +35,7 @@ from ndir.encoding import (
     vlad,
 )
 from ndir.errors import NdirInputError
-from ndir.model_files import read_model_file, write_model_file
+from ndir.model_files import KINDS, file_kind, read_model_file, write_model_file
 from ndir.projection.pca import largest_entry_positive, top_eigenpairs
 
 logger = logging.getLogger(__name__)
@@ -661,3 +662,25 @@ def _encoding_map(block_map):
     :func:`ndir.encoding.blas_block_map` opened for the call (single-threaded BLAS
     inside, so that the descriptor PCA rounds as on one core too)."""
     return blas_block_map() if block_map is None else nullcontext(block_map)
+
+
+#: The codebooks of the signatures, by the ``kind`` of their model files.
+CODEBOOK_CLASSES = {"vlad": VladCodebook, "fv": FisherCodebook}
+
+
+def load_codebook(path):
+    """A VLAD or FV codebook, its class read from the file's ``kind`` field.
+
+    Returns
+    -------
+    (codebook, signature) : VladCodebook or FisherCodebook, and its name as the
+        workflow spells it (``"fv-256"``: encoding and K).
+    """
+    kind = file_kind(path)
+    if kind not in CODEBOOK_CLASSES:
+        hint = "the descriptor PCA is part of each FV codebook" if kind == "descriptor_pca" else f"it is a {KINDS[kind]}"
+        raise NdirInputError(
+            f"{path}: not a VLAD or FV codebook ({hint}); pass --codebook results/codebooks/<vlad|fv>-<K>.npz"
+        )
+    codebook = CODEBOOK_CLASSES[kind].load(path)
+    return codebook, f"{kind}-{codebook.n_clusters}"

@@ -44,12 +44,13 @@ import numpy as np
 import pandas as pd
 
 from . import __version__, available_cpus
-from .codebooks import FisherCodebook, VladCodebook
+from .codebooks import CODEBOOK_CLASSES, load_codebook
 from .data import IMAGE_SUFFIXES
 from .descriptors import CELL_SIZES, STEP, image_descriptors_with
 from .encoding import power_l2_normalise, single_threaded_blas_pool
 from .atomic import atomic_folder, check_writable
-from .errors import NdirInputError, os_reason, rebuild_advice
+from .errors import NdirInputError, os_reason
+from .model_files import file_kind
 from .preprocess import MAX_WIDTH
 from .projection import load_projector, projection_cost
 
@@ -62,9 +63,6 @@ META_FILE = "meta.json"
 DESCRIPTOR_DEFAULTS = {"max_width": MAX_WIDTH, "step": STEP, "cell_sizes": list(CELL_SIZES)}
 ALPHA_DEFAULT = 0.1
 
-CODEBOOK_CLASSES = {"vlad": VladCodebook, "fv": FisherCodebook}
-
-
 # --------------------------------------------------------------------------- files
 
 
@@ -75,62 +73,6 @@ def file_sha256(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def npz_kind(path):
-    """What an ``.npz`` file of ndir holds: ``"vlad"``, ``"fv"``, ``"descriptor_pca"``,
-    ``"projector"``; NdirInputError if it is missing or none of these."""
-    path = Path(path)
-    if not path.is_file():
-        raise NdirInputError(
-            f"{path}: no such file; pass a results/codebooks/<signature>.npz or "
-            "results/sparse/<signature>/R<R>-tau<tau>.npz written by the workflow"
-        )
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            files = set(npz.files)
-            kind = str(npz["kind"]) if "kind" in files else None
-    except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile):
-        raise NdirInputError(
-            f"{path}: numpy cannot read it as an .npz file; pass a codebook or a "
-            "projector written by the workflow (if the workflow wrote this one, it is "
-            f"cut short or damaged: {rebuild_advice(path)})"
-        ) from None
-    if kind is not None:
-        return kind
-    if {"data", "indices", "indptr", "shape", "meta"} <= files:
-        return "projector"
-    raise NdirInputError(
-        f"{path}: neither an ndir codebook nor a projector (it holds {sorted(files)}); "
-        "pass a file written by the workflow"
-    )
-
-
-def load_codebook(path):
-    """A VLAD or FV codebook, its class read from the file's ``kind`` field.
-
-    Returns
-    -------
-    (codebook, signature) : VladCodebook or FisherCodebook, and its name as the
-        workflow spells it (``"fv-256"``: encoding and K).
-    """
-    kind = npz_kind(path)
-    if kind not in CODEBOOK_CLASSES:
-        hint = (
-            "the descriptor PCA is part of each FV codebook"
-            if kind == "descriptor_pca"
-            else (
-                "this is a projector"
-                if kind == "projector"
-                else f"its kind is {kind!r}"
-            )
-        )
-        raise NdirInputError(
-            f"{path}: not a VLAD or FV codebook ({hint}); "
-            "pass --codebook results/codebooks/<vlad|fv>-<K>.npz"
-        )
-    codebook = CODEBOOK_CLASSES[kind].load(path)
-    return codebook, f"{kind}-{codebook.n_clusters}"
 
 
 def image_files(folder):
@@ -256,7 +198,7 @@ def load_encoder(
         signature name from the codebook's).
     """
     model, signature = load_codebook(codebook)
-    if npz_kind(projector) != "projector":
+    if file_kind(projector) != "projector":
         raise NdirInputError(
             f"{projector}: not a projector (it is a codebook); "
             "pass --projector results/sparse/<signature>/R<R>-tau<tau>.npz"
@@ -714,7 +656,7 @@ def describe(path):
             f"{path}: not an ndir model file; ndir info describes a codebook or a projector "
             "(.npz, written by the workflow) or an index folder"
         )
-    kind = npz_kind(path)
+    kind = file_kind(path)
     if kind == "projector":
         U, meta = load_projector(path)
         D, R = U.shape

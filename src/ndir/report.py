@@ -13,6 +13,7 @@ INRIA Holidays test half) ship with the package in ``ndir/reference/``.
 """
 
 import itertools
+import json
 import math
 import re
 from importlib.resources import files
@@ -531,6 +532,88 @@ def _check_results(results):
     if (results.groupby(["encoding", "K"])["dim"].nunique() > 1).any():
         raise ValueError("results give several 'dim' values for one (encoding, K)")
     return results
+
+
+# --------------------------------------------------------------------------- captions
+
+
+#: INRIA Holidays as the paper used it: images and near-duplicate groups.
+HOLIDAYS_IMAGES, HOLIDAYS_GROUPS = 1491, 500
+
+
+def table_stem(files):
+    """The stem ``results/tables/<name>`` of a table's three outputs, as the rule declares
+    them (``report_table`` in workflow/rules/common.smk): ``<stem>.csv``, ``.md`` and
+    ``.tex``, which :func:`ndir.report.write_table` writes. Refuses other files, which it
+    would not write."""
+    stem = Path(files[0]).with_suffix("")
+    expected = [stem.with_suffix(suffix) for suffix in (".csv", ".md", ".tex")]
+    if sorted(map(Path, files)) != sorted(expected):
+        raise ValueError(f"a table's outputs are {[str(p) for p in expected]}, not {[str(p) for p in files]}")
+    return stem
+
+
+#: What a table's N-S columns count (on UKBench).
+NS_NOTE = " N-S: UKBench's score, the query's group mates among its first 4 results, itself counted (out of 4)."
+
+
+def is_inria_holidays(data_report):
+    """Whether the data set of ``data_report`` (the JSON summary written by
+    :func:`ndir.stages.data.index_dataset`) is INRIA Holidays itself: the
+    ``holidays`` layout with its 1,491 images in 500 groups, not merely a folder in
+    Holidays naming. Only then do the tables show the paper's values beside ours."""
+    summary = _read_json(data_report)
+    return (
+        summary["kind"] == "holidays"
+        and summary["n_images_found"] == HOLIDAYS_IMAGES
+        and summary["n_groups"] == HOLIDAYS_GROUPS
+    )
+
+
+def table_caption(title, data_report, paper_table=True):
+    """``title``, the data set and test split it was measured on, and, for a table the
+    paper also has (``paper_table``), whether its values are shown
+    (:func:`is_inria_holidays`) and why."""
+    summary = _read_json(data_report)
+    test = summary["splits"].get("test", {})
+    caption = (
+        f"{title}, {summary['kind']} data, test split "
+        f"({test.get('n_groups', 0)} groups, {test.get('n_images', 0)} images)."
+    )
+    if not paper_table:
+        return caption
+    if is_inria_holidays(data_report):
+        return caption + " INRIA Holidays (1,491 images, 500 groups): the paper's values and ours minus them beside each column."
+    if summary["kind"] == "holidays":
+        return caption + (
+            f" Holidays naming, but not INRIA Holidays ({summary['n_images_found']:,} images, "
+            f"{summary['n_groups']:,} groups, not 1,491 and 500): the paper's values are not shown."
+        )
+    return caption + " The paper's values (INRIA Holidays) are shown only on INRIA Holidays."
+
+
+def test_queries(data_report):
+    """Number of test queries of the data set of ``data_report``: one per test group,
+    every test image on UKBench (a report written before it counted queries has only
+    the groups)."""
+    test = _read_json(data_report)["splits"]["test"]
+    return test.get("n_queries", test["n_groups"])
+
+
+def interval_note(n_queries):
+    """Caption sentence for the bootstrap intervals printed beside each mAP."""
+    return (
+        f" Only {n_queries} test queries: each mAP is followed by its 95 % bootstrap interval over"
+        " queries [low, high] (Markdown table)."
+    )
+
+
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+# --------------------------------------------------------------------------- writing
 
 
 def write_table(df, stem, caption=None, intervals=None):

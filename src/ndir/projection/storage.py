@@ -1,4 +1,5 @@
-"""Saving and loading learned projectors as ``.npz`` files.
+"""Saving and loading learned projectors as ``.npz`` model files (kind ``"projector"``,
+:mod:`ndir.model_files`).
 
 A projector file holds U (D x R) in CSC form (``data`` float32, ``indices`` and
 ``indptr`` int32, ``shape``) and a JSON ``meta`` record (signature, R, tau, training
@@ -6,16 +7,15 @@ settings), so that ``ndir`` can check it against the signature it is applied to.
 """
 
 import json
-import zipfile
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import NdirInputError
+from ..model_files import read_model_file, write_model_file
 
 
 def save_projector(path, components, **meta):
-    """Write U and its metadata to ``path`` (an open file or a path ending in .npz).
+    """Write U and its metadata to ``path`` (an open file or a path, written under that name).
 
     Parameters
     ----------
@@ -25,8 +25,9 @@ def save_projector(path, components, **meta):
         JSON-serialisable facts about U (e.g. ``signature="fv-256"``, ``sparsity=0.99``).
     """
     U = sp.csc_array(components, dtype=np.float32)
-    np.savez(
+    write_model_file(
         path,
+        "projector",
         data=U.data.astype(np.float32),
         indices=U.indices.astype(np.int32),
         indptr=U.indptr.astype(np.int32),
@@ -36,25 +37,14 @@ def save_projector(path, components, **meta):
 
 
 def load_projector(path):
-    """Read a projector written by :func:`save_projector`.
+    """Read a projector written by :func:`save_projector` (one of format 0, without
+    ``kind``, too); NdirInputError as :func:`ndir.model_files.read_model_file`.
 
     Returns
     -------
     components : scipy.sparse.csc_array, (D, R) float32
     meta : dict
     """
-    try:
-        loaded = np.load(path)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("a single array, not an .npz archive")
-        with loaded as npz:
-            U = sp.csc_array(
-                (npz["data"], npz["indices"], npz["indptr"]), shape=tuple(npz["shape"])
-            )
-            meta = json.loads(str(npz["meta"]))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
-        raise NdirInputError(
-            f"{path}: not an ndir projector file ({error}); "
-            "use a results/sparse/<signature>/R<R>-tau<tau>.npz written by the workflow"
-        ) from error
-    return U, meta
+    arrays = read_model_file(path, "projector", ["data", "indices", "indptr", "shape", "meta"])
+    U = sp.csc_array((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
+    return U, json.loads(str(arrays["meta"]))

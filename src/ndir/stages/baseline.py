@@ -5,20 +5,13 @@ import logging
 import pandas as pd
 
 from .. import report
+from ..atomic import write_csv
 from ..baselines import baseline_grid, evaluate_baselines
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..evaluation import ns_score as ns_score_of
 from ..projection import PCAProjection
-from .common import (
-    NS_NOTE,
-    interval_note,
-    is_inria_holidays,
-    signature_name,
-    split_signatures,
-    table_caption,
-    table_stem,
-    write_csv,
-)
+from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem
+from .common import signature_name, split_signatures
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ import numpy as np
 from .. import codebooks
 from ..atomic import atomic_output
 from ..descriptors import image_descriptors_with
-from .common import read_image_table, read_result
+from ..model_files import read_result
+from .common import read_image_table
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,13 @@
-"""What several stages share: running a rule, atomic writes, the image table and its splits.
+"""What several stages share: running a rule, and reading the image table, its shards
+and its splits.
 
-The stage modules' counterpart of ``workflow/rules/common.smk``.
+The stage modules' counterpart of ``workflow/rules/common.smk``. Atomic writes are
+:mod:`ndir.atomic`'s, tables' captions :mod:`ndir.report`'s, result files read back
+:mod:`ndir.model_files`'.
 """
 
-import json
 import logging
 import sys
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,8 +16,8 @@ import pandas as pd
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from ..atomic import atomic_output
-from ..errors import NdirInputError, ResultFileError, rebuild_advice
+from ..errors import NdirInputError, ResultFileError
+from ..model_files import read_result
 
 logger = logging.getLogger(__name__)
 
@@ -70,130 +71,6 @@ def _logging_to(path):
         root.removeHandler(handler)
         root.setLevel(level)
         handler.close()
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def write_json(obj, path):
-    """Write ``obj`` as indented JSON with sorted keys, atomically."""
-    with atomic_output(path) as tmp, open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-
-
-def write_csv(df, path):
-    """Write a data frame as CSV without its index, atomically."""
-    with atomic_output(path) as tmp:
-        df.to_csv(tmp, index=False)
-
-
-#: INRIA Holidays as the paper used it: images and near-duplicate groups.
-HOLIDAYS_IMAGES, HOLIDAYS_GROUPS = 1491, 500
-
-
-def table_stem(files):
-    """The stem ``results/tables/<name>`` of a table's three outputs, as the rule declares
-    them (``report_table`` in workflow/rules/common.smk): ``<stem>.csv``, ``.md`` and
-    ``.tex``, which :func:`ndir.report.write_table` writes. Refuses other files, which it
-    would not write."""
-    stem = Path(files[0]).with_suffix("")
-    expected = [stem.with_suffix(suffix) for suffix in (".csv", ".md", ".tex")]
-    if sorted(map(Path, files)) != sorted(expected):
-        raise ValueError(f"a table's outputs are {[str(p) for p in expected]}, not {[str(p) for p in files]}")
-    return stem
-
-
-#: What a table's N-S columns count (on UKBench).
-NS_NOTE = " N-S: UKBench's score, the query's group mates among its first 4 results, itself counted (out of 4)."
-
-
-def is_inria_holidays(data_report):
-    """Whether the data set of ``data_report`` (the JSON summary written by
-    :func:`ndir.stages.data.index_dataset`) is INRIA Holidays itself: the
-    ``holidays`` layout with its 1,491 images in 500 groups, not merely a folder in
-    Holidays naming. Only then do the tables show the paper's values beside ours."""
-    summary = _read_json(data_report)
-    return (
-        summary["kind"] == "holidays"
-        and summary["n_images_found"] == HOLIDAYS_IMAGES
-        and summary["n_groups"] == HOLIDAYS_GROUPS
-    )
-
-
-def table_caption(title, data_report, paper_table=True):
-    """``title``, the data set and test split it was measured on, and, for a table the
-    paper also has (``paper_table``), whether its values are shown
-    (:func:`is_inria_holidays`) and why."""
-    summary = _read_json(data_report)
-    test = summary["splits"].get("test", {})
-    caption = (
-        f"{title}, {summary['kind']} data, test split "
-        f"({test.get('n_groups', 0)} groups, {test.get('n_images', 0)} images)."
-    )
-    if not paper_table:
-        return caption
-    if is_inria_holidays(data_report):
-        return caption + " INRIA Holidays (1,491 images, 500 groups): the paper's values and ours minus them beside each column."
-    if summary["kind"] == "holidays":
-        return caption + (
-            f" Holidays naming, but not INRIA Holidays ({summary['n_images_found']:,} images, "
-            f"{summary['n_groups']:,} groups, not 1,491 and 500): the paper's values are not shown."
-        )
-    return caption + " The paper's values (INRIA Holidays) are shown only on INRIA Holidays."
-
-
-def test_queries(data_report):
-    """Number of test queries of the data set of ``data_report``: one per test group,
-    every test image on UKBench (a report written before it counted queries has only
-    the groups)."""
-    test = _read_json(data_report)["splits"]["test"]
-    return test.get("n_queries", test["n_groups"])
-
-
-def interval_note(n_queries):
-    """Caption sentence for the bootstrap intervals printed beside each mAP."""
-    return (
-        f" Only {n_queries} test queries: each mAP is followed by its 95 % bootstrap interval over"
-        " queries [low, high] (Markdown table)."
-    )
-
-
-def _read_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-# --------------------------------------------------------------------------- results read back
-
-# What NumPy, zipfile and scipy raise for a file cut short or damaged.
-_UNREADABLE = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile)
-
-
-def read_result(path, load=np.load, **kwargs):
-    """``load(path, **kwargs)`` of a file an earlier rule wrote (a ``.npy``, an ``.npz``
-    by ``sp.load_npz``...); :class:`~ndir.errors.ResultFileError` naming the file and
-    the fix when it cannot be read, instead of NumPy's or zipfile's bare error."""
-    try:
-        return load(path, **kwargs)
-    except FileNotFoundError:
-        raise
-    except _UNREADABLE as error:
-        raise ResultFileError(
-            f"{path}: unreadable ({type(error).__name__}: {error}), cut short or damaged; {rebuild_advice(path)}"
-        ) from error
-
-
-def read_result_arrays(path, names=None):
-    """The arrays ``names`` (None: all) of an ``.npz`` an earlier rule wrote, read whole
-    into a dict; ResultFileError as :func:`read_result` when it cannot be read or
-    lacks one of them."""
-
-    def load(path):
-        with np.load(path) as npz:
-            return {name: npz[name] for name in (npz.files if names is None else names)}
-
-    return read_result(path, load)
 
 
 # --------------------------------------------------------------------------- the image table

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from .. import data
-from ..atomic import atomic_folder
+from ..atomic import atomic_folder, write_csv, write_json
 from ..descriptors import min_image_size
 from ..errors import ConfigError, DatasetError
-from .common import read_result, write_csv, write_json
+from ..model_files import read_result
 
 logger = logging.getLogger(__name__)
 

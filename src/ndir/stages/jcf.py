@@ -25,25 +25,16 @@ import numpy as np
 import pandas as pd
 
 from .. import comparison, report
-from ..atomic import atomic_output
-from ..codebooks import DescriptorPCA
+from ..atomic import atomic_output, write_csv, write_json
+from ..codebooks import DescriptorPCA, load_codebook
 from ..descriptors import image_descriptors_with
 from ..encoding import gmm_posteriors
 from ..errors import DatasetError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
-from ..index import load_codebook
 from ..jcf import JCF, pooling_madds, second_order_gram, subsample_descriptors
-from .common import (
-    check_shard_order,
-    read_image_table,
-    read_result_arrays,
-    shard_rows,
-    split_together,
-    table_caption,
-    table_stem,
-    write_csv,
-    write_json,
-)
+from ..model_files import read_result_arrays
+from ..report import table_caption, table_stem
+from .common import check_shard_order, read_image_table, shard_rows, split_together
 
 logger = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_output
+from ..atomic import atomic_output, write_json
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import misses_near_duplicates, top_k
 from ..projection import PCAProjection, load_projector
 from ..provenance import hardware_table
 from ..provenance import run_info as gather_run_info
-from .common import read_image_table, signature_name, split_signatures, write_json
+from .common import read_image_table, signature_name, split_signatures
 
 logger = logging.getLogger(__name__)
 

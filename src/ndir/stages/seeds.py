@@ -12,27 +12,24 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .. import bovw, comparison, report
-from ..atomic import atomic_output
+from ..atomic import atomic_output, write_csv, write_json
 from ..baselines import mean_over_seeds
 from ..descriptors import image_descriptors_with
 from ..errors import ConfigError, ResultFileError
 from ..evaluation import holidays_map, map_from_scores
+from ..model_files import read_result, read_result_arrays
 from ..projection import PCAProjection, load_projector, projection_cost
+from ..report import table_stem
 from ..similarity_matrix import SparseSimilarityMatrix
 from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
 from .common import (
     check_shard_order,
     read_image_table,
-    read_result,
-    read_result_arrays,
     read_shard,
     signature_name,
     split_rows,
     split_signatures,
     split_together,
-    table_stem,
-    write_csv,
-    write_json,
 )
 from .sparse import final_maps
 

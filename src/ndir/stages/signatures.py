@@ -5,11 +5,11 @@ import logging
 import numpy as np
 
 from ..atomic import atomic_output
-from ..codebooks import encode_image
+from ..codebooks import encode_image, load_codebook
 from ..descriptors import image_descriptors_with
 from ..encoding import power_l2_normalise
-from ..index import load_codebook
-from .common import check_shard_order, read_result_arrays, read_shard, signature_name
+from ..model_files import read_result_arrays
+from .common import check_shard_order, read_shard, signature_name
 
 logger = logging.getLogger(__name__)
 

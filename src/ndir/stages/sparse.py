@@ -9,26 +9,17 @@ import numpy as np
 import pandas as pd
 
 from .. import report
-from ..atomic import atomic_output
+from ..atomic import atomic_output, write_csv
 from ..baselines import mean_over_seeds
 from ..encoding import l2_normalise_rows
 from ..errors import ResultFileError
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..evaluation import ns_score as ns_score_of
+from ..model_files import read_result
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ..projection.product import TransposedBlocks
-from .common import (
-    NS_NOTE,
-    interval_note,
-    is_inria_holidays,
-    read_result,
-    signature_name,
-    split_signatures,
-    table_caption,
-    table_stem,
-    test_queries,
-    write_csv,
-)
+from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem, test_queries
+from .common import signature_name, split_signatures
 
 logger = logging.getLogger(__name__)
 
