@@ -17,7 +17,7 @@ from ndir.baselines import (
 from ndir.encoding import l2_normalise_rows
 from ndir.projection import PCAProjection
 
-RECALL = {"recall_at_1": 1.0, "recall_at_2": 1.0, "recall_at_4": 1.0, "recall_at_8": 1.0}
+QUALITY = {"test_map": 0.5, "recall_at_1": 1.0, "recall_at_2": 1.0, "recall_at_4": 1.0, "recall_at_8": 1.0}
 
 
 def _groups(rng, n_groups, per_group, n_features, noise=0.5):
@@ -45,7 +45,7 @@ def test_random_sparse_density_and_cost_are_counted_from_its_matrix():
     # Li et al.'s density: about (1 - tau) D R non-zeros (binomial, s.d. 0.6 % here).
     assert nnz / (D * R) == pytest.approx(1 - tau, rel=0.03)
     baseline = Baseline(f"random sparse R={R} τ=0.9", "random sparse τ=0.9", R, tau, 0)
-    record = baseline_record(baseline, model, "fv-x", D, n_database, 0.5, 0.0, RECALL)
+    record = baseline_record(baseline, model, "fv-x", D, n_database, QUALITY, 0.0)
     # CSC storage: a float32 value and an int32 row index per non-zero, R + 1 column pointers.
     assert record["model_bytes"] == 8 * nnz + 4 * (R + 1)
     assert record["madds_per_query"] == nnz + R * n_database
@@ -70,7 +70,7 @@ def test_pq_code_takes_the_stated_bytes(splits, n_bytes, nbits, n_components):
     assert codes.dtype == np.uint8 and codes.shape == (len(X_test), n_bytes)
     assert pq.code_size_ == n_bytes and pq.n_subquantizers_ == 8 * n_bytes // nbits
     baseline = Baseline(f"PQ {n_bytes} B (PCA-{n_components})", "PQ", n_components, seed=0, code_bytes=n_bytes)
-    record = baseline_record(baseline, pq, "fv-x", 400, len(X_test), 0.5, 0.0, RECALL)
+    record = baseline_record(baseline, pq, "fv-x", 400, len(X_test), QUALITY, 0.0)
     assert record["db_bytes_per_image"] == n_bytes
     # The model: PCA (axes and mean) and every centroid coordinate, float32.
     centroids = faiss.vector_to_array(pq.index_.pq.centroids)

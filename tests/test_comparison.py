@@ -6,18 +6,23 @@ import pytest
 import scipy.sparse as sp
 
 from ndir.comparison import (
+    NS_KEY,
     check_record,
     read_record,
     database_bytes,
     dense_projection_record,
     mean_nonzeros,
+    record_quality,
     sparse_dot_madds,
     sparse_projection_record,
     support,
 )
 from ndir.errors import ResultFileError
+from ndir.evaluation import holidays_map, ns_score, recall_at_k
 from ndir.projection import projection_cost
 from ndir.report import method_family, seeds_comparison_table
+
+from .test_ns_score import on_circle
 
 
 def test_sparse_dot_madds_counts_support_overlaps_brute_force():
@@ -41,26 +46,24 @@ def test_mean_nonzeros_and_support():
 
 
 def test_projection_records_hand_worked():
-    recall = {"recall_at_1": 0.5}
-    pca = dense_projection_record(
-        "PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, test_map=0.5, train_s=0.1, recall=recall
-    )
+    quality = {"test_map": 0.5, "recall_at_1": 0.5}
+    pca = dense_projection_record("PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, quality=quality, train_s=0.1)
     assert pca["model_bytes"] == 4 * 10 * 3 and pca["madds_per_query"] == 10 * 2 + 2 * 4
     assert pca["db_bytes_per_image"] == 4 * 2
     U = np.zeros((10, 2))
     U[[1, 4, 7], [0, 1, 1]] = 1.0
     sparse = sparse_projection_record(
-        "sparse rank", "fv-8", projection_cost(U), n_database=4, test_map=0.6, train_s=1.0, recall=recall
+        "sparse rank", "fv-8", projection_cost(U), n_database=4, quality={**quality, "test_map": 0.6}, train_s=1.0
     )
     assert sparse["model_bytes"] == 8 * 3 + 4 * 3 and sparse["madds_per_query"] == 3 + 2 * 4
-    assert sparse["recall_at_1"] == pca["recall_at_1"] == 0.5
+    assert sparse["recall_at_1"] == pca["recall_at_1"] == 0.5 and sparse["test_map"] == 0.6
     assert check_record(sparse) is sparse
 
 
 def test_check_record_refuses_missing_keys_and_percentages():
     with pytest.raises(ValueError, match="lacks"):
         check_record({"method": "x", "test_map": 0.5})
-    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, test_map=55.0, train_s=0.1, recall={"recall_at_1": 0.5})
+    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 55.0, "recall_at_1": 0.5}, train_s=0.1)
     with pytest.raises(ValueError, match=r"test_map must be in \[0, 1\]"):
         check_record(record)
     without_recall = {key: value for key, value in record.items() if key != "recall_at_1"}
@@ -75,7 +78,7 @@ def test_read_record_names_the_file_of_a_stale_or_wrong_record(tmp_path):
     """A rule's JSON record is read back checked: a missing key (also one of the
     caller's ``extra_keys``) or a percentage where a fraction belongs is refused as a
     ResultFileError that names the file and says to rerun."""
-    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, test_map=0.55, train_s=0.1, recall={"recall_at_1": 0.5})
+    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.55, "recall_at_1": 0.5}, train_s=0.1)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(record))
     assert read_record(good) == record
@@ -90,7 +93,7 @@ def test_read_record_names_the_file_of_a_stale_or_wrong_record(tmp_path):
 def test_comparison_table_orders_and_converts_units():
     records = pd.DataFrame(
         [
-            dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, 0.5, 0.1, {"recall_at_1": 0.75}),
+            dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.5, "recall_at_1": 0.75}, 0.1),
             {"method": "tf-idf", "signature": "tfidf", "query_dims": 3.5, "model_bytes": 2048,
              "db_bytes_per_image": 28.0, "madds_per_query": 10.4, "test_map": 0.61234, "recall_at_1": 0.8125,
              "train_s": 0.01},
@@ -102,6 +105,50 @@ def test_comparison_table_orders_and_converts_units():
     assert table.loc[0, "Model KiB"] == 2.0 and table.loc[0, "Test mAP"] == pytest.approx(61.23)
     assert table.loc[0, "Madds per query"] == 10 and table.loc[0, "Bytes per db image"] == 28
     assert list(table["Recall@1"]) == [81.25, 75.0]
+    assert "N-S" not in table  # not on UKBench: the records have no test_ns
+
+
+def test_on_ukbench_the_comparison_table_shows_the_ns_score_beside_the_map():
+    records = pd.DataFrame(
+        [
+            dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.5, "recall_at_1": 0.75, NS_KEY: 3.5}, 0.1),
+            dense_projection_record("PCA R=4", "fv-8", 10, 4, 4, {"test_map": 0.6, "recall_at_1": 0.8, NS_KEY: 3.125}, 0.1),
+        ]
+    )
+    table = seeds_comparison_table(records)
+    assert list(table.columns[table.columns.get_loc("Test mAP") :][:3]) == ["Test mAP", "N-S", "Recall@1"]
+    assert list(table["N-S"]) == [3.5, 3.12] and list(table["Test mAP"]) == [50.0, 60.0]
+
+
+def test_record_quality_hand_worked_and_ns_only_when_asked():
+    """The three groups of tests/test_ns_score.py (N-S 38/12): from the signatures and
+    from their dot products alike; mAP and Recall@k those of ndir.evaluation."""
+    X = on_circle([0, 5, 10, 15, 40, 45, 50, 100, 90, 95, 105, 110])
+    groups = np.repeat([0, 1, 2], 4)
+    is_query = np.arange(12) % 2 == 0
+    expected = {
+        "test_map": holidays_map(X, groups, is_query),
+        **{f"recall_at_{k}": value for k, value in recall_at_k(X, groups, (1, 2, 4, 8)).items()},
+    }
+    assert record_quality(X, groups, is_query) == pytest.approx(expected)
+    assert NS_KEY not in record_quality(X @ X.T, groups, is_query, "precomputed")
+    every = np.ones(12, bool)
+    for quality in (record_quality(X, groups, every, ns=True), record_quality(X @ X.T, groups, every, "precomputed", ns=True)):
+        assert quality[NS_KEY] == pytest.approx(38 / 12)
+    # Over the queries only: images 0, 2, ..., 10 count 4, 4, 3, 3, 3, 3 (image 7 is no query).
+    for quality in (record_quality(X, groups, is_query, ns=True), record_quality(X @ X.T, groups, is_query, "precomputed", ns=True)):
+        assert quality[NS_KEY] == pytest.approx(20 / 6)
+    assert record_quality(X @ X.T, groups, is_query, "precomputed") == pytest.approx(expected)
+    with pytest.raises(ValueError, match="metric must be 'dot' or 'precomputed'"):
+        record_quality(X, groups, is_query, "cosine")
+
+
+def test_check_record_refuses_an_ns_score_out_of_4():
+    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.5, "recall_at_1": 0.5, NS_KEY: 4.0}, 0.1)
+    assert check_record(record) is record
+    for wrong in (0.9, 87.5):
+        with pytest.raises(ValueError, match=r"test_ns must be in \[1, 4\] \(out of 4\)"):
+            check_record({**record, NS_KEY: wrong})
 
 
 def test_database_bytes():

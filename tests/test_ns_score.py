@@ -7,6 +7,7 @@ from ndir.evaluation import ns_score
 from ndir.report import with_ns_columns
 
 from .conftest import SMALL_TRAINING
+from .test_stages_jcf import small_set  # noqa: F401 (the fixture of the JCF stage tests)
 
 
 def on_circle(degrees):
@@ -172,3 +173,165 @@ def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
         max_dim=4,
     )
     assert test_queries(out["report.json"]) == 16  # 4 groups of 4 images, each a query
+
+
+def _ukbench_like(folder, n_groups=16, dims=64, seed=3):
+    """Noisy views of ``n_groups`` points in groups of 4 (half of them training), every
+    image a query as on UKBench: the image table, FV-like signatures ``fv-16.npy`` and
+    word counts ``bovw.npz``; returns their paths, the signatures and the groups."""
+    import pandas as pd
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_groups), 4)
+    X = rng.standard_normal((n_groups, dims))[groups] + rng.standard_normal((groups.size, dims))
+    X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+    words = rng.poisson(2.0, size=(n_groups, 50))[groups] + rng.poisson(0.5, size=(groups.size, 50))
+    split = np.where(groups < n_groups // 2, "train", "test")
+    paths = {"images": folder / "images.csv", "signatures": folder / "fv-16.npy", "counts": folder / "bovw.npz"}
+    pd.DataFrame(
+        {"image_id": np.arange(groups.size), "path": [f"{i}.jpg" for i in range(groups.size)], "group": groups,
+         "is_query": True, "split": split}
+    ).to_csv(paths["images"], index=False)  # fmt: skip
+    np.save(paths["signatures"], X)
+    sp.save_npz(paths["counts"], sp.csr_matrix(words.astype(np.float64)))
+    return paths, X, words, groups, split == "test"
+
+
+def test_the_seeds_comparison_scores_ns_on_ukbench_only(tmp_path):
+    """On UKBench every row of the seeds comparison (a score-pairs learner, PCA, a
+    sparse rank projector, a baseline reduction) carries the N-S score of ns_score on
+    its own test signatures, and the table shows it beside the mAP; elsewhere neither.
+    Records or baselines written without it are refused on UKBench, naming the file."""
+    import pandas as pd
+
+    from ndir import bovw
+    from ndir.encoding import l2_normalise_rows
+    from ndir.errors import ResultFileError
+    from ndir.projection import PCAProjection, load_projector
+    from ndir.stages.baseline import evaluate_reduction_baselines
+    from ndir.stages.seeds import evaluate_tfidf, seeds_comparison
+    from ndir.stages.sparse import train_sparse_projector
+
+    paths, X, words, groups, test = _ukbench_like(tmp_path)
+    every = np.ones(test.sum(), bool)
+    (tmp_path / "fv-16").mkdir()
+    projector, history = tmp_path / "fv-16" / "R4-tau0.5.npz", tmp_path / "fv-16" / "R4-tau0.5.csv"
+    train_sparse_projector(
+        images=paths["images"], signatures=paths["signatures"], projector=projector, history=history, max_iter=10,
+        ns_score=True, **SMALL_TRAINING,
+    )  # fmt: skip
+
+    def compare(folder, ns):
+        folder.mkdir()
+        evaluate_tfidf(paths["images"], paths["counts"], folder / "tfidf.json", ns_score=ns)
+        evaluate_reduction_baselines(
+            paths["images"], paths["signatures"], folder / "fv-16.csv", "fv-16", dims=[4], sparsity=[0.5],
+            random_seeds=[0], pq_bytes=None, pq_nbits=8, pq_subvector_dims=2, seed=0, ns_score=ns,
+        )  # fmt: skip
+        seeds_comparison(
+            paths["images"], [folder / "tfidf.json"], [paths["signatures"]], [projector], [history],
+            [folder / "fv-16.csv"], [folder / f"table.{ext}" for ext in ("csv", "md", "tex")],
+            [folder / "figure.png", folder / "figure.pdf"], folder / "records.csv", dims=[4], ns_score=ns,
+        )  # fmt: skip
+        return pd.read_csv(folder / "records.csv").set_index("method"), pd.read_csv(folder / "table.csv")
+
+    records, table = compare(tmp_path / "ukbench", ns=True)
+    X_train, X_test = X[~test], X[test]
+    idf = bovw.inverse_document_frequency(words[~test])
+    U = load_projector(projector)[0].toarray()
+    expected = {
+        "tf-idf": bovw.tfidf(words[test], idf).toarray(),
+        "PCA R=4": PCAProjection(4).fit(X_train).transform(X_test),
+        "sparse rank R=4 τ=0.5": l2_normalise_rows(X_test.astype(np.float64) @ U),
+        "whitened PCA R=4": l2_normalise_rows(PCAProjection(4, whiten=True).fit(X_train).transform(X_test)),
+    }
+    for method, Y in expected.items():
+        assert records.loc[method, "test_ns"] == pytest.approx(ns_score(Y, groups[test], every)), method
+    assert records["test_ns"].between(1, 4).all() and records["test_ns"].nunique() > 2
+    assert list(table.columns[table.columns.get_loc("Test mAP") :][:2]) == ["Test mAP", "N-S"]
+    np.testing.assert_allclose(table.set_index("Method")["N-S"], records.loc[table["Method"], "test_ns"], atol=0.005)
+    assert "N-S: UKBench's score" in (tmp_path / "ukbench" / "table.md").read_text()
+
+    records, table = compare(tmp_path / "holidays", ns=False)
+    assert "test_ns" not in records and "N-S" not in table
+    assert "N-S" not in (tmp_path / "holidays" / "table.md").read_text()
+
+    # Files an older ndir wrote (no N-S) on a UKBench run: refused, each named.
+    stale = dict(
+        images=paths["images"], signatures=[paths["signatures"]], projectors=[projector], histories=[history],
+        table=[tmp_path / f"stale.{ext}" for ext in ("csv", "md", "tex")],
+        figure=[tmp_path / "stale.png", tmp_path / "stale.pdf"], records_csv=tmp_path / "stale.csv", dims=[4],
+        ns_score=True,
+    )  # fmt: skip
+    with pytest.raises(ResultFileError, match=r"holidays/tfidf.json: record without \['test_ns'\]"):
+        seeds_comparison(records=[tmp_path / "holidays" / "tfidf.json"], baselines=[], **stale)
+    with pytest.raises(ResultFileError, match=r"holidays/fv-16.csv: baselines without \['test_ns'\].*snakemake"):
+        seeds_comparison(records=[], baselines=[tmp_path / "holidays" / "fv-16.csv"], **stale)
+
+
+def test_jcf_records_score_ns_on_ukbench_only():
+    """A JCF model's and a second-order pooling's records (from signatures and from
+    their similarities) carry ns_score of the same test signatures with ns_score only."""
+    from ndir.stages.jcf import jcf_record, pooling_record
+
+    rng = np.random.default_rng(1)
+    groups = np.repeat(np.arange(6), 4)
+    Y = rng.standard_normal((6, 10))[groups] + 1.2 * rng.standard_normal((24, 10))
+    Y /= np.linalg.norm(Y, axis=1, keepdims=True)
+    every = np.ones(24, bool)
+    expected = ns_score(Y, groups, every)
+    assert 1 < expected < 4
+    learned = jcf_record("JCF", "local-fv-4", 4, 10, None, Y, groups, every, 40, 1.0, "learned", ns_score=True)
+    pooled = pooling_record("local-pca-8", 1, 10, Y @ Y.T, groups, every, ns_score=True)
+    assert learned["test_ns"] == pooled["test_ns"] == pytest.approx(expected)
+    assert "test_ns" not in jcf_record("JCF", "local-fv-4", 4, 10, None, Y, groups, every, 40, 1.0, "learned")
+    assert "test_ns" not in pooling_record("local-pca-8", 1, 10, Y @ Y.T, groups, every)
+
+
+def test_every_rule_of_a_stage_that_scores_ns_passes_the_ukbench_flag():
+    """A stage with an ``ns_score`` argument gets it from its rule as everywhere else:
+    true exactly when dataset.kind is ukbench (a rule that left it out would write
+    records without N-S, which the seeds comparison refuses only at the end)."""
+    import importlib
+    import inspect
+    import re
+
+    from .conftest import REPO
+
+    flag = 'ns_score=config["dataset"]["kind"] == "ukbench",'
+    rules = {}
+    for path in (REPO / "workflow/rules").glob("*.smk"):
+        for name, body in re.findall(r"^rule (\w+):\n((?:[ \t]+.*\n|\n)*)", path.read_text(), re.MULTILINE):
+            rules[name] = body
+    scoring = []
+    for name, body in rules.items():
+        script = re.search(r'"\.\./scripts/(\w+)\.py"', body)
+        if script is None:
+            continue
+        source = (REPO / "workflow/scripts" / f"{script.group(1)}.py").read_text()
+        module, stage = re.search(r"from (ndir\.stages\.\w+) import (\w+)\n", source).groups()
+        if "ns_score" in inspect.signature(getattr(importlib.import_module(module), stage)).parameters:
+            scoring.append(name)
+            assert flag in body, f"rule {name} does not pass {flag}"
+    assert {"evaluate_tfidf", "train_soml", "train_similarity_matrix", "seeds_comparison", "train_jcf",
+            "evaluate_second_order", "evaluate_reduction_baselines", "evaluate_pca_baseline",
+            "train_sparse_projector"} <= set(scoring)  # fmt: skip
+
+
+def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):
+    """evaluate_second_order and train_jcf pass their ns_score flag on to the records
+    (the small JCF set of tests/test_stages_jcf.py: groups of 3, so at most 3 of 4)."""
+    import json
+
+    from ndir.stages.jcf import evaluate_second_order, train_jcf
+
+    out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
+    out["random_record"] = tmp_path / "run-random.json"
+    evaluate_second_order(small_set["images"], small_set["features"], tmp_path / "pooling.json", 1, ns_score=True)
+    train_jcf(
+        small_set["images"], small_set["features"], **out, n_clusters=1, n_components=3, n_shared=None, margin=0.3,
+        learning_rate=0.2, epochs=1, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4, seed=0, ns_score=True,
+    )  # fmt: skip
+    for path in (tmp_path / "pooling.json", out["record"], out["random_record"]):
+        assert 1 <= json.loads(path.read_text())["test_ns"] <= 3, path.name

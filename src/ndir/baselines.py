@@ -35,7 +35,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import comparison
 from .encoding import l2_normalise_rows
-from .evaluation import holidays_map, map_from_scores
 from .projection import PCAProjection, SparseRankProjector, projection_cost
 
 logger = logging.getLogger(__name__)
@@ -207,17 +206,17 @@ def _estimator(baseline, nbits, pca):
     return ProductQuantizer(R, int(baseline.code_bytes), nbits=nbits, random_state=int(baseline.seed))
 
 
-def baseline_record(baseline, model, signature, n_features, n_database, test_map, train_s, recall):
+def baseline_record(baseline, model, signature, n_features, n_database, quality, train_s):
     """The :mod:`ndir.comparison` record of a fitted baseline, its costs counted from
     the fitted model: the random sparse matrix's and thresholded PCA's non-zeros as
     stored CSC (:func:`ndir.projection.projection_cost`), dense D x R matrices (with
-    PCA's mean; random projections have none), PQ's PCA, codebooks and codes."""
+    PCA's mean; random projections have none), PQ's PCA, codebooks and codes;
+    ``quality`` its :func:`ndir.comparison.record_quality`."""
     common = {
         "method": baseline.method,
         "signature": signature,
-        "test_map": test_map,
+        "quality": quality,
         "train_s": train_s,
-        "recall": recall,
     }
     if isinstance(model, ProductQuantizer):
         record = comparison.product_quantizer_record(
@@ -243,7 +242,7 @@ def baseline_record(baseline, model, signature, n_features, n_database, test_map
     return {**record, **{key: getattr(baseline, key) for key in GRID_KEYS}}
 
 
-def evaluate_baselines(splits, signature, grid, nbits=8):
+def evaluate_baselines(splits, signature, grid, nbits=8, ns_score=False):
     """Fit every baseline of ``grid`` on the training split, score it on the test split.
 
     Parameters
@@ -257,6 +256,8 @@ def evaluate_baselines(splits, signature, grid, nbits=8):
         :func:`baseline_grid`.
     nbits : int
         Bits per PQ sub-quantiser index.
+    ns_score : bool
+        Also score UKBench's N-S (``test_ns``, out of 4), as on UKBench.
 
     Returns
     -------
@@ -264,13 +265,12 @@ def evaluate_baselines(splits, signature, grid, nbits=8):
         One :mod:`ndir.comparison` record per baseline (and seed), with the columns of
         :data:`GRID_KEYS`; the test mAP of the L2-normalised reductions (PQ: of the
         ADC scores of the L2-normalised PCA reduction) and Recall@k, every test image
-        a query.
+        a query (:func:`ndir.comparison.record_quality`).
     """
     X_train, groups_train, _ = splits["train"]
     X_test, groups, is_query = splits["test"]
     # Thresholded PCA starts from PCA-R's axes, fitted once per R.
     pca = {b.R: PCAProjection(b.R).fit(X_train) for b in grid if b.family.startswith("thresholded PCA")}
-    query_rows = np.flatnonzero(is_query)
     rows = []
     for baseline in grid:
         model = _estimator(baseline, nbits, pca)
@@ -278,17 +278,14 @@ def evaluate_baselines(splits, signature, grid, nbits=8):
         model.fit(X_train, groups_train)
         train_s = time.perf_counter() - start
         if isinstance(model, ProductQuantizer):
-            scores = model.score_pairs(X_test, X_test)
-            test_map = map_from_scores(scores[query_rows], query_rows, groups)
-            recall = comparison.recalls(scores, groups, metric="precomputed")
+            quality = comparison.record_quality(
+                model.score_pairs(X_test, X_test), groups, is_query, "precomputed", ns_score
+            )
         else:
             Y = l2_normalise_rows(np.asarray(model.transform(X_test), dtype=np.float32))
-            test_map = holidays_map(Y, groups, is_query)
-            recall = comparison.recalls(Y, groups)
-        rows.append(
-            baseline_record(baseline, model, signature, X_test.shape[1], len(X_test), test_map, train_s, recall)
-        )
-        logger.info("%s on %s: test mAP %.4f (%.2f s)", baseline.method, signature, test_map, train_s)
+            quality = comparison.record_quality(Y, groups, is_query, ns=ns_score)
+        rows.append(baseline_record(baseline, model, signature, X_test.shape[1], len(X_test), quality, train_s))
+        logger.info("%s on %s: test mAP %.4f (%.2f s)", baseline.method, signature, quality["test_map"], train_s)
     return pd.DataFrame(rows)
 
 

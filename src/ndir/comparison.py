@@ -29,6 +29,14 @@ product quantisation) is summarised by one *record*: a dict with
     also carry ``recall_at_2``, ``recall_at_4`` and ``recall_at_8`` (:func:`recalls`).
 ``train_s``
     Wall time of the fit, in seconds.
+
+On UKBench (``dataset.kind: ukbench``, the stages' ``ns_score`` flag) every record also
+carries ``test_ns``, the N-S score out of 4 on the test split
+(:func:`ndir.evaluation.ns_score`, every test image a query); elsewhere the key is
+absent, never NaN, so that a record's JSON stays standard and a table shows an N-S
+column exactly when its records have the key. :func:`record_quality` computes the test
+scores of every record but the sparse rank projectors', whose mAP and N-S their
+training history holds.
 """
 
 import json
@@ -38,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import ResultFileError, rebuild_advice
-from .evaluation import recall_at_k
+from .evaluation import holidays_map, map_from_scores, ns_from_scores, ns_score, recall_at_k
 
 RECORD_KEYS = (
     "method",
@@ -55,6 +63,9 @@ RECORD_KEYS = (
 #: The k of the Recall@k every record carries (``recall_at_<k>``).
 RECALL_KS = (1, 2, 4, 8)
 
+#: The key of UKBench's N-S score (out of 4), in a record only on UKBench.
+NS_KEY = "test_ns"
+
 
 def recalls(X, groups, metric="dot"):
     """``{"recall_at_1": ..., "recall_at_8": ...}`` of the test split (:data:`RECALL_KS`).
@@ -65,6 +76,30 @@ def recalls(X, groups, metric="dot"):
     (``"precomputed"``); every test image is a query, its own score ignored.
     """
     return {f"recall_at_{k}": value for k, value in recall_at_k(X, groups, RECALL_KS, metric).items()}
+
+
+def record_quality(X, groups, is_query, metric="dot", ns=False):
+    """The test scores of a record: ``test_map`` (Holidays mAP over the queries
+    ``is_query``), its :func:`recalls` (every test image a query) and, with ``ns`` (on
+    UKBench), ``test_ns`` (:func:`ndir.evaluation.ns_score`, over the same queries).
+
+    ``X`` holds the (n_test, D) test signatures compared by dot product
+    (``metric="dot"``), or their (n_test, n_test) similarities (``"precomputed"``, for
+    the models that score pairs).
+    """
+    if metric == "dot":
+        quality = {"test_map": float(holidays_map(X, groups, is_query))}
+        if ns:
+            quality[NS_KEY] = ns_score(X, groups, is_query)
+    elif metric == "precomputed":
+        query_rows = np.flatnonzero(is_query)
+        scores = np.asarray(X, dtype=np.float64)[query_rows]
+        quality = {"test_map": float(map_from_scores(scores, query_rows, groups))}
+        if ns:
+            quality[NS_KEY] = ns_from_scores(scores, query_rows, groups)
+    else:
+        raise ValueError(f"metric must be 'dot' or 'precomputed', got {metric!r}")
+    return {**quality, **recalls(X, groups, metric)}
 
 
 def support(X):
@@ -99,44 +134,40 @@ def database_bytes(X, sparse):
     return (8.0 if sparse else 4.0) * mean_nonzeros(X)
 
 
-def dense_projection_record(
-    method, signature, n_features, n_components, n_database, test_map, train_s, recall, centred=True
-):
+def dense_projection_record(method, signature, n_features, n_components, n_database, quality, train_s, centred=True):
     """Record of a dense D x R projection (PCA, whitening folded into its axes; a
     Gaussian random projection with ``centred=False``): storage 4 D R, plus the 4 D
-    mean when ``centred``; ``recall`` the :func:`recalls` of its test signatures."""
+    mean when ``centred``; ``quality`` the :func:`record_quality` of its test signatures."""
     return {
-        **recall,
+        **quality,
         "method": method,
         "signature": signature,
         "query_dims": n_components,
         "model_bytes": 4 * n_features * (n_components + int(centred)),
         "db_bytes_per_image": 4 * n_components,
         "madds_per_query": n_features * n_components + n_components * n_database,
-        "test_map": test_map,
         "train_s": train_s,
     }
 
 
-def sparse_projection_record(method, signature, cost, n_database, test_map, train_s, recall):
+def sparse_projection_record(method, signature, cost, n_database, quality, train_s):
     """Record of a sparse projector from its :func:`ndir.projection.projection_cost`;
-    ``recall`` the :func:`recalls` of its test signatures."""
+    ``quality`` the test scores of its reductions (as :func:`record_quality` gives them)."""
     R = cost["n_components"]
     return {
-        **recall,
+        **quality,
         "method": method,
         "signature": signature,
         "query_dims": R,
         "model_bytes": cost["bytes_sparse"],
         "db_bytes_per_image": 4 * R,
         "madds_per_query": cost["nnz"] + R * n_database,
-        "test_map": test_map,
         "train_s": train_s,
     }
 
 
 def product_quantizer_record(
-    method, signature, n_features, n_components, n_subquantizers, nbits, n_database, test_map, train_s, recall
+    method, signature, n_features, n_components, n_subquantizers, nbits, n_database, quality, train_s
 ):
     """Record of a product-quantised PCA-R code scored by asymmetric distances (ADC).
 
@@ -144,17 +175,17 @@ def product_quantizer_record(
     ``R / M`` float32 per sub-quantiser: 4 R 2**nbits bytes). A database image keeps
     its code, ``ceil(M nbits / 8)`` bytes. A query costs its projection (D R), the
     ADC tables (one multiply-add per centroid coordinate: R 2**nbits) and M table
-    look-ups added per database image.
+    look-ups added per database image. ``quality``: the :func:`record_quality` of its
+    ADC scores.
     """
     return {
-        **recall,
+        **quality,
         "method": method,
         "signature": signature,
         "query_dims": n_components,
         "model_bytes": 4 * n_features * (n_components + 1) + 4 * n_components * 2**nbits,
         "db_bytes_per_image": -(-n_subquantizers * nbits // 8),
         "madds_per_query": n_features * n_components + n_components * 2**nbits + n_subquantizers * n_database,
-        "test_map": test_map,
         "train_s": train_s,
     }
 
@@ -176,14 +207,16 @@ def pareto_front(costs, maps):
 
 
 def check_record(record):
-    """Raise ValueError unless ``record`` has every key of :data:`RECORD_KEYS`, and a
-    mAP and Recall@1 in [0, 1]."""
+    """Raise ValueError unless ``record`` has every key of :data:`RECORD_KEYS`, a mAP
+    and Recall@1 in [0, 1] and, where it has one, an N-S score in [1, 4]."""
     missing = [key for key in RECORD_KEYS if key not in record]
     if missing:
         raise ValueError(f"comparison record {record.get('method')!r} lacks {missing}")
     for key in ("test_map", "recall_at_1"):
         if not 0.0 <= record[key] <= 1.0:
             raise ValueError(f"comparison record {record['method']!r}: {key} must be in [0, 1]")
+    if NS_KEY in record and not 1.0 <= record[NS_KEY] <= 4.0:
+        raise ValueError(f"comparison record {record['method']!r}: {NS_KEY} must be in [1, 4] (out of 4)")
     return record
 
 

@@ -206,12 +206,8 @@ def ns_score(X, groups, is_query, depth=4, return_per_query=False):
     query's group among the first ``depth`` = 4 of its ranking, the query itself
     counted, averaged over the queries; out of 4 on UKBench's groups of 4.
 
-    The query is counted as its own first result, as when it is searched for in a
-    database that holds it and matches itself best (always so for L2-normalised
-    signatures); the other ``depth - 1`` places go to the other images by decreasing
-    dot product, ties broken with negatives first as in :func:`map_from_scores`, so
-    the score cannot gain from ties either. Scores are summed in float64 as in
-    :func:`holidays_map`.
+    The signatures are compared by dot product, in float64 as in :func:`holidays_map`;
+    :func:`ns_from_scores` ranks them.
 
     Parameters
     ----------
@@ -227,9 +223,30 @@ def ns_score(X, groups, is_query, depth=4, return_per_query=False):
     ``return_per_query``.
     """
     X = np.asarray(X)
-    groups = np.asarray(groups).ravel()
     query_rows = np.flatnonzero(np.asarray(is_query, dtype=bool).ravel())
-    scores = float64_inner(X[query_rows], X)
+    return ns_from_scores(float64_inner(X[query_rows], X), query_rows, groups, depth, return_per_query)
+
+
+def ns_from_scores(scores, query_rows, groups, depth=4, return_per_query=False):
+    """UKBench's N-S score (:func:`ns_score`) from a query-by-image similarity matrix,
+    for the models that score pairs rather than compare signatures by dot product.
+
+    The query is counted as its own first result, as when it is searched for in a
+    database that holds it and matches itself best (always so for L2-normalised
+    signatures); the other ``depth - 1`` places go to the other images by decreasing
+    score, ties broken with negatives first as in :func:`map_from_scores`, so the score
+    cannot gain from ties either.
+
+    Parameters
+    ----------
+    scores : (n_queries, n_images) float array, higher is more similar (not modified).
+    query_rows : (n_queries,) row of each query among the images.
+    groups : (n_images,) group labels.
+    depth, return_per_query : as for :func:`ns_score`.
+    """
+    groups = np.asarray(groups).ravel()
+    query_rows = np.asarray(query_rows, dtype=np.intp).ravel()
+    scores = np.array(scores, dtype=np.float64)
     scores[np.arange(query_rows.size), query_rows] = -np.inf
     positive = groups[None, :] == groups[query_rows][:, None]
     top = np.lexsort((positive, -scores), axis=1)[:, : depth - 1]

@@ -24,6 +24,7 @@ import pandas as pd
 from pandas.api.types import is_float_dtype, is_numeric_dtype
 
 from .atomic import atomic_output
+from .comparison import NS_KEY
 
 #: Value of the ``R`` column marking the full (unreduced) signature.
 FULL_R = 0
@@ -433,18 +434,21 @@ def seeds_comparison_table(records):
     ----------
     records : DataFrame
         One row per learned model, with the keys of
-        :data:`ndir.comparison.RECORD_KEYS` (``test_map`` in [0, 1]).
+        :data:`ndir.comparison.RECORD_KEYS` (``test_map`` in [0, 1]) and, on UKBench,
+        ``test_ns`` (:data:`ndir.comparison.NS_KEY`, out of 4).
 
     Returns
     -------
     DataFrame
         Method, input signature, query dimensions (or mean non-zeros), KiB stored for
         the model, bytes stored per database image, multiply-adds per query (mapping it, then scoring the test database), test
-        mAP (%), Recall@1 (%) and training seconds; rows by input (tf-idf first), then model size.
+        mAP (%), the N-S score (``"N-S"``, 2 decimals; only when the records have ``test_ns``), Recall@1 (%) and
+        training seconds; rows by input (tf-idf first), then model size.
     """
     order = records.assign(
         input_order=records["signature"].map(lambda s: (s != "tfidf", s)),
     ).sort_values(["input_order", "model_bytes", "method"], kind="stable")
+    ns = {"N-S": np.round(order[NS_KEY].astype(float), DECIMALS)} if NS_KEY in order else {}
     return pd.DataFrame(
         {
             "Method": order["method"],
@@ -454,6 +458,7 @@ def seeds_comparison_table(records):
             "Bytes per db image": order["db_bytes_per_image"].round().astype(np.int64),
             "Madds per query": order["madds_per_query"].round().astype(np.int64),
             "Test mAP": _percent(order["test_map"]),
+            **ns,
             "Recall@1": _percent(order["recall_at_1"]),
             "Train s": order["train_s"].astype(float),
         }

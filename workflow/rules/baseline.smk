@@ -46,6 +46,7 @@ rule evaluate_reduction_baselines:
         pq_nbits=config["baseline"]["pq"]["nbits"],
         pq_subvector_dims=config["baseline"]["pq"]["subvector_dims"],
         seed=config["seed"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/evaluate_reduction_baselines.py"
 

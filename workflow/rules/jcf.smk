@@ -66,6 +66,7 @@ rule evaluate_second_order:
         runtime=15,
     params:
         n_clusters=codebook_size,
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/evaluate_second_order.py"
 
@@ -105,6 +106,7 @@ rule train_jcf:
         holdout_fraction=config["seeds"]["jcf"]["holdout_fraction"],
         sqrt_eps=config["seeds"]["jcf"]["sqrt_eps"],
         seed=config["seed"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/train_jcf.py"
 

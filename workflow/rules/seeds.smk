@@ -82,6 +82,8 @@ rule evaluate_tfidf:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/evaluate_tfidf.py"
 
@@ -109,6 +111,7 @@ rule train_soml:
         negatives_per_pair=config["seeds"]["soml"]["negatives_per_pair"],
         epochs=config["seeds"]["soml"]["epochs"],
         seed=config["seed"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/train_soml.py"
 
@@ -136,6 +139,7 @@ rule train_similarity_matrix:
     params:
         options=config["seeds"]["similarity_matrix"],
         seed=config["seed"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/train_similarity_matrix.py"
 
@@ -164,6 +168,7 @@ rule seeds_comparison:
         runtime=15,
     params:
         dims=config["sparse"]["dims"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/seeds_comparison.py"
 

@@ -51,7 +51,18 @@ def evaluate_pca_baseline(images, signatures, results, dims, ns_score=False):
 
 
 def evaluate_reduction_baselines(
-    images, signatures, results, signature, dims, sparsity, random_seeds, pq_bytes, pq_nbits, pq_subvector_dims, seed
+    images,
+    signatures,
+    results,
+    signature,
+    dims,
+    sparsity,
+    random_seeds,
+    pq_bytes,
+    pq_nbits,
+    pq_subvector_dims,
+    seed,
+    ns_score=False,
 ):
     """Test-split records of the reductions a user would pick instead of a learned
     sparse projector (:mod:`ndir.baselines`), fitted on the training split: whitened
@@ -60,7 +71,8 @@ def evaluate_reduction_baselines(
     and of 4 R bytes (``pq_nbits`` bits per index, k-means seeded by ``seed``).
 
     Writes a CSV of :mod:`ndir.comparison` records with the columns of
-    :data:`ndir.baselines.GRID_KEYS`.
+    :data:`ndir.baselines.GRID_KEYS`, and with ``ns_score`` (on UKBench) the N-S
+    score ``test_ns``.
     """
     splits = split_signatures(images, signatures)
     X_train = splits["train"][0]
@@ -68,7 +80,7 @@ def evaluate_reduction_baselines(
     grid = baseline_grid(
         dims, sparsity, random_seeds, pq_bytes, pq_nbits, pq_subvector_dims, max_components, pq_seed=seed
     )
-    write_csv(evaluate_baselines(splits, signature, grid, nbits=pq_nbits), results)
+    write_csv(evaluate_baselines(splits, signature, grid, nbits=pq_nbits, ns_score=ns_score), results)
 
 
 def table1(results, data_report, table):

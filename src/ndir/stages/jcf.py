@@ -30,7 +30,6 @@ from ..codebooks import DescriptorPCA, load_codebook
 from ..descriptors import image_descriptors_with
 from ..encoding import gmm_posteriors
 from ..errors import DatasetError, ResultFileError
-from ..evaluation import holidays_map, map_from_scores
 from ..jcf import JCF, pooling_madds, second_order_gram, subsample_descriptors
 from ..model_files import read_result_arrays
 from ..report import table_caption, table_stem
@@ -193,27 +192,24 @@ def method_name(family, K, R=None, k=None):
     return f"JCF-{R}" + ("" if k is None else f"-{k}") + f" (K={K})"
 
 
-def jcf_record(family, signature, K, R, k, Y, groups, is_query, n_parameters, train_s, initialisation):
+def jcf_record(family, signature, K, R, k, Y, groups, is_query, n_parameters, train_s, initialisation, ns_score=False):
     """A record (:data:`ndir.comparison.RECORD_KEYS` but the multiply-adds, and
     :data:`JCF_KEYS`) of test signatures ``Y`` (n_test, D), L2-normalised, compared by
-    dot product: Holidays mAP and Recall@1, 2, 4, 8 (every test image a query).
+    dot product: Holidays mAP and Recall@1, 2, 4, 8 (every test image a query), and
+    with ``ns_score`` (on UKBench) the N-S score (:func:`ndir.comparison.record_quality`).
 
     ``initialisation``: ``"none"``, ``"random"`` or ``"learned"``.
     """
     Y = np.asarray(Y)
-    scores = {"test_map": float(holidays_map(Y, groups, is_query)), **comparison.recalls(Y, groups)}
+    scores = comparison.record_quality(Y, groups, is_query, ns=ns_score)
     return _record(family, signature, K, R, k, Y.shape[1], n_parameters, train_s, initialisation, scores)
 
 
-def pooling_record(signature, K, dims, similarities, groups, is_query):
+def pooling_record(signature, K, dims, similarities, groups, is_query, ns_score=False):
     """The record of a second-order pooling baseline (K = 1: without codebook), which
     learns nothing, from the cosine similarities (n_test, n_test) of its ``dims``-long
     test signatures (:func:`ndir.jcf.second_order_gram`): as :func:`jcf_record`."""
-    queries = np.flatnonzero(is_query)
-    scores = {
-        "test_map": float(map_from_scores(similarities[queries], queries, groups)),
-        **comparison.recalls(similarities, groups, "precomputed"),
-    }
+    scores = comparison.record_quality(similarities, groups, is_query, "precomputed", ns_score)
     family = "second-order pooling" if K == 1 else "codebook second-order pooling"
     return _record(family, signature, K, None, None, dims, 0, 0.0, "none", scores)
 
@@ -248,10 +244,11 @@ def _finish(record, n_features, d, n_database):
     return comparison.check_record(record)
 
 
-def evaluate_second_order(images, features, record, n_clusters, codebook=None):
+def evaluate_second_order(images, features, record, n_clusters, codebook=None, ns_score=False):
     """The record of second-order pooling on the test split: without codebook
     (``n_clusters`` = 1, d (d+1)/2 dimensions) or with the Fisher codebook fv-K
-    (``codebook``, K d (d+1)/2 dimensions); nothing is learned.
+    (``codebook``, K d (d+1)/2 dimensions); nothing is learned. With ``ns_score`` (on
+    UKBench) the record carries the N-S score.
 
     Scored from the Gram matrix of the signatures, accumulated over blocks of
     codewords (:func:`ndir.jcf.second_order_gram`), so that memory stays bounded
@@ -270,7 +267,7 @@ def evaluate_second_order(images, features, record, n_clusters, codebook=None):
     start = time.perf_counter()
     similarities = second_order_gram(X, H)
     seconds = time.perf_counter() - start
-    result = pooling_record(local_signature(K, d), K, dims, similarities, groups, is_query)
+    result = pooling_record(local_signature(K, d), K, dims, similarities, groups, is_query, ns_score)
     result["pool_and_score_ms_per_image"] = 1e3 * seconds / len(X)
     write_json(_finish(result, float(np.mean([len(x) for x in X])), d, len(X)), record)
     logger.info(
@@ -296,6 +293,7 @@ def train_jcf(
     sqrt_eps,
     seed,
     codebook=None,
+    ns_score=False,
 ):
     """Learn JCF-R (``n_shared`` None), JCF-R-k or, with ``n_clusters`` = 1, the
     factorised form without codebook, on the training split; score it and its random
@@ -306,7 +304,7 @@ def train_jcf(
     the groups of one source photograph (the image table's ``together``) on one side.
 
     Writes the model (``.npz``, :meth:`ndir.jcf.JCF.save`), the learned and the
-    random records (JSON) and the training history (CSV, one row per epoch, 0 = the
+    random records (JSON; with the N-S score when ``ns_score``, on UKBench) and the training history (CSV, one row per epoch, 0 = the
     initialisation: loss, active triplets, hold-out mAP and Recall@1, seconds).
     """
     use_codebook = int(n_clusters) > 1
@@ -351,6 +349,7 @@ def train_jcf(
             estimator.n_parameters_,
             seconds,
             name,
+            ns_score,
         )
         result.update(
             {

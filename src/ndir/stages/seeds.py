@@ -1,6 +1,7 @@
 """Stages of ``workflow/rules/seeds.smk``: the bag of visual words, the seeds' learners
 (tf-idf, SOML, the sparse similarity matrix) and their comparison with PCA, the
-sparse rank projectors and JCF (:mod:`ndir.stages.jcf`), by test mAP and Recall@1.
+sparse rank projectors and JCF (:mod:`ndir.stages.jcf`), by test mAP and Recall@1, and
+on UKBench (the stages' ``ns_score`` flag) by the N-S score.
 """
 
 import logging
@@ -15,11 +16,10 @@ from .. import bovw, comparison, report
 from ..atomic import atomic_output, write_csv, write_json
 from ..baselines import mean_over_seeds
 from ..descriptors import image_descriptors_with
-from ..errors import ConfigError, ResultFileError
-from ..evaluation import holidays_map, map_from_scores
+from ..errors import ConfigError, ResultFileError, rebuild_advice
 from ..model_files import read_result, read_result_arrays
 from ..projection import PCAProjection, load_projector, projection_cost
-from ..report import table_stem
+from ..report import NS_NOTE, table_stem
 from ..similarity_matrix import SparseSimilarityMatrix
 from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
 from .common import (
@@ -100,11 +100,12 @@ def _learning_splits(images, signatures):
     return split_signatures(images, signatures)
 
 
-def _test_map_and_queries(score_pairs, X, groups, is_query):
-    """Holidays mAP on the test split of a model's ``score_pairs(Q, X)``, and the queries' rows ``Q``."""
-    query_rows = np.flatnonzero(is_query)
-    scores = np.asarray(score_pairs(X[query_rows], X), dtype=np.float64)
-    return map_from_scores(scores, query_rows, groups), X[query_rows]
+def _test_quality_and_queries(score_pairs, X, groups, is_query, ns_score):
+    """The test scores of a model's ``score_pairs`` (:func:`ndir.comparison.record_quality`
+    of its (n_test, n_test) similarities: Holidays mAP, Recall@k, with ``ns_score`` the
+    N-S score), and the queries' rows ``Q`` of ``X``."""
+    quality = comparison.record_quality(score_pairs(X, X), groups, is_query, "precomputed", ns_score)
+    return quality, X[np.flatnonzero(is_query)]
 
 
 def _dot_scores(A, B):
@@ -112,21 +113,16 @@ def _dot_scores(A, B):
     return (A @ B.T).toarray()
 
 
-def _test_recalls(score_pairs, X, groups):
-    """Recall@1, 2, 4, 8 on the test split of a model's ``score_pairs``, every test image a
-    query (:func:`ndir.comparison.recalls`)."""
-    return comparison.recalls(np.asarray(score_pairs(X, X), dtype=np.float64), groups, metric="precomputed")
-
-
-def evaluate_tfidf(images, counts, record):
-    """Record of the tf-idf baseline: cosine of tf-idf vectors, no learning."""
+def evaluate_tfidf(images, counts, record, ns_score=False):
+    """Record of the tf-idf baseline: cosine of tf-idf vectors, no learning; with
+    ``ns_score`` (on UKBench) it carries the N-S score (:mod:`ndir.comparison`)."""
     splits = _bovw_splits(images, counts)
     start = time.perf_counter()
     idf = bovw.inverse_document_frequency(splits["train"][0])
     train_s = time.perf_counter() - start
     C_test, groups, is_query = splits["test"]
     X_test = bovw.tfidf(C_test, idf)
-    test_map, Q = _test_map_and_queries(_dot_scores, X_test, groups, is_query)
+    quality, Q = _test_quality_and_queries(_dot_scores, X_test, groups, is_query, ns_score)
     madds = comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(Q, X_test).mean()
     result = {
         "method": "tf-idf",
@@ -135,8 +131,7 @@ def evaluate_tfidf(images, counts, record):
         "model_bytes": 4 * len(idf),
         "db_bytes_per_image": comparison.database_bytes(X_test, sparse=True),
         "madds_per_query": float(madds),
-        "test_map": test_map,
-        **_test_recalls(_dot_scores, X_test, groups),
+        **quality,
         "train_s": train_s,
         "n_words": len(idf),
     }
@@ -154,12 +149,13 @@ SOML_VARIANTS = {
 }
 
 
-def train_soml(images, signatures, model, record, variant, options, negatives_per_pair, epochs, seed):
+def train_soml(images, signatures, model, record, variant, options, negatives_per_pair, epochs, seed, ns_score=False):
     """Learn a SOML diagonal metric (Gao et al. 2014) on the training split; record its test mAP.
 
     ``variant`` ``"tg"`` (truncated gradient), ``"da"`` or ``"da-algorithm2"`` (dual
     averaging, the two readings of ``SOMLDualAveraging.update``) with the ``options``
-    of its estimator. Writes the weights (``.npz``) and a comparison record.
+    of its estimator. Writes the weights (``.npz``) and a comparison record (with the
+    N-S score when ``ns_score``, on UKBench).
     """
     if variant not in SOML_VARIANTS:
         raise ConfigError(f"seeds.soml: variant {variant!r} is none of {sorted(SOML_VARIANTS)}")
@@ -171,7 +167,7 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     estimator.fit(X_train, groups_train)
     train_s = time.perf_counter() - start
     X_test, groups, is_query = splits["test"]
-    test_map, Q = _test_map_and_queries(estimator.score_pairs, X_test, groups, is_query)
+    quality, Q = _test_quality_and_queries(estimator.score_pairs, X_test, groups, is_query, ns_score)
     mapped = estimator.transform(Q)
     name = "tfidf" if str(signatures).endswith(".npz") else signature_name(signatures)
     result = {
@@ -185,8 +181,7 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
         "madds_per_query": float(
             comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(mapped, X_test).mean()
         ),
-        "test_map": test_map,
-        **_test_recalls(estimator.score_pairs, X_test, groups),
+        **quality,
         "train_s": train_s,
         "sparsity": float(estimator.sparsity_),
         "n_nonzero": int(estimator.n_nonzero_),
@@ -199,13 +194,14 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     logger.info("SOML-%s on %s: %s", variant.upper(), name, result)
 
 
-def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed):
+def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed, ns_score=False):
     """Learn Yan & Yu's sparse similarity matrix on the training split; record its test mAP.
 
     The hold-out that picks the iteration keeps the images of one source photograph
     (the image table's ``together``) on one side.
 
-    Writes the matrix M^s (scipy ``.npz``, CSR) and a comparison record.
+    Writes the matrix M^s (scipy ``.npz``, CSR) and a comparison record (with the N-S
+    score when ``ns_score``, on UKBench).
     """
     splits = _bovw_splits(images, counts)
     C_train, groups_train, _ = splits["train"]
@@ -215,7 +211,7 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     estimator.fit(C_train, groups_train, words, together=split_together(images, "train"))
     train_s = time.perf_counter() - start
     C_test, groups, is_query = splits["test"]
-    test_map, Q = _test_map_and_queries(estimator.score_pairs, C_test, groups, is_query)
+    quality, Q = _test_quality_and_queries(estimator.score_pairs, C_test, groups, is_query, ns_score)
     # A query is mapped to q M (a sparse row of M per query word), then compared
     # with the database's counts; the database norms sqrt(x^T M x) are precomputed.
     M = sp.csr_matrix(estimator.metric_)
@@ -231,8 +227,7 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
         "madds_per_query": float(
             (comparison.support(Q) @ row_nnz).mean() + comparison.sparse_dot_madds(mapped, C_test).mean()
         ),
-        "test_map": test_map,
-        **_test_recalls(estimator.score_pairs, C_test, groups),
+        **quality,
         "train_s": train_s,
         "n_parameters": int(sp.triu(M).nnz),
         "holdout_map": float(estimator.holdout_map_),
@@ -246,7 +241,9 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
     logger.info("sparse similarity matrix: %s", result)
 
 
-def seeds_comparison(images, records, signatures, projectors, histories, baselines, table, figure, records_csv, dims):
+def seeds_comparison(
+    images, records, signatures, projectors, histories, baselines, table, figure, records_csv, dims, ns_score=False
+):
     """The comparison table and figure: the seeds' learners, PCA, the sparse projectors
     and the reductions a user would pick instead.
 
@@ -259,13 +256,16 @@ def seeds_comparison(images, records, signatures, projectors, histories, baselin
     random projections' averaged over their seeds (:func:`ndir.baselines.mean_over_seeds`).
     Every record is also written to ``records_csv`` (the units of :mod:`ndir.comparison`).
     Every row carries its test mAP and Recall@1 (every test image a query; PCA and
-    the projectors' reductions L2-normalised, as Tables I and II score them). See
+    the projectors' reductions L2-normalised, as Tables I and II score them) and, with
+    ``ns_score`` (on UKBench), its N-S score, which the table then shows beside the
+    mAP; a record or baseline file without one is refused, naming the file. See
     :mod:`ndir.comparison` for the columns. Rows without stored bytes (second-order
     pooling learns nothing) are left out of the figure, whose axis is logarithmic.
     """
     from .. import figures as plots  # matplotlib, only for the stages that draw
 
-    rows = [comparison.read_record(path) for path in records]
+    ns_keys = (comparison.NS_KEY,) if ns_score else ()
+    rows = [comparison.read_record(path, ns_keys) for path in records]
     test_splits = {}
     for path in signatures:
         name = signature_name(path)
@@ -276,47 +276,45 @@ def seeds_comparison(images, records, signatures, projectors, histories, baselin
             start = time.perf_counter()
             pca = PCAProjection(n_components=R).fit(X_train)
             train_s = time.perf_counter() - start
-            Y = pca.transform(X_test)
+            quality = comparison.record_quality(pca.transform(X_test), groups, is_query, ns=ns_score)
             rows.append(
-                comparison.dense_projection_record(
-                    f"PCA R={R}",
-                    name,
-                    X_test.shape[1],
-                    R,
-                    len(X_test),
-                    holidays_map(Y, groups, is_query),
-                    train_s,
-                    comparison.recalls(Y, groups),
-                )
+                comparison.dense_projection_record(f"PCA R={R}", name, X_test.shape[1], R, len(X_test), quality, train_s)
             )
     n_test = int((read_image_table(images)["split"] == "test").sum())
-    maps = final_maps(histories).set_index(["signature", "R", "tau"])["final"]
+    # The projectors' test mAP and N-S are those their training measured last.
+    final = {
+        metric: final_maps(histories, metric=metric).set_index(["signature", "R", "tau"])["final"]
+        for metric in ("map", *(("ns",) if ns_score else ()))
+    }
     for path in projectors:
         U, meta = load_projector(path)
         R, tau, name = meta["n_components"], meta["sparsity"], meta["signature"]
         if name not in test_splits:
             raise ResultFileError(f"{path}: a projector of {name}, whose signatures are not among the comparison's inputs")
         X_test, groups, _ = test_splits[name]
+        quality = {
+            "test_map": final["map"].loc[(name, R, tau)],
+            **comparison.recalls(X_test @ U.toarray(), groups, "cosine"),
+            **({comparison.NS_KEY: final["ns"].loc[(name, R, tau)]} if ns_score else {}),
+        }
         rows.append(
             comparison.sparse_projection_record(
-                f"sparse rank R={R} τ={tau:g}",
-                name,
-                projection_cost(U),
-                n_test,
-                maps.loc[(name, R, tau)],
-                meta["fit_seconds"],
-                comparison.recalls(X_test @ U.toarray(), groups, "cosine"),
+                f"sparse rank R={R} τ={tau:g}", name, projection_cost(U), n_test, quality, meta["fit_seconds"]
             )
         )
     for path in baselines:
         averaged = mean_over_seeds(read_result(path, pd.read_csv))
+        missing = [key for key in ns_keys if key not in averaged or averaged[key].isna().any()]
+        if missing:
+            raise ResultFileError(f"{path}: baselines without {missing} (written by an older ndir); {rebuild_advice(path)}")
         rows += averaged.drop(columns=["family", "n_seeds"]).to_dict("records")
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])
     write_csv(frame, records_csv)
     report.write_table(
         report.seeds_comparison_table(frame),
         table_stem(table),
-        caption="The seeds' learners, PCA and the sparse rank projectors on the same split: size and cost at query time, test mAP and Recall@1 (%)",
+        caption="The seeds' learners, PCA and the sparse rank projectors on the same split: size and cost at query time, test mAP and Recall@1 (%)"
+        + (NS_NOTE if ns_score else ""),
     )
     plots.seeds_comparison_figure(frame[frame["model_bytes"] > 0], stem=Path(figure[0]).with_suffix(""))
 
