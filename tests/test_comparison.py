@@ -47,7 +47,9 @@ def test_mean_nonzeros_and_support():
 
 def test_projection_records_hand_worked():
     quality = {"test_map": 0.5, "recall_at_1": 0.5}
-    pca = dense_projection_record("PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, quality=quality, train_s=0.1)
+    pca = dense_projection_record(
+        "PCA R=2", "fv-8", n_features=10, n_components=2, n_database=4, quality=quality, train_s=0.1
+    )
     assert pca["model_bytes"] == 4 * 10 * 3 and pca["madds_per_query"] == 10 * 2 + 2 * 4
     assert pca["db_bytes_per_image"] == 4 * 2
     U = np.zeros((10, 2))
@@ -109,11 +111,12 @@ def test_comparison_table_orders_and_converts_units():
 
 
 def test_on_ukbench_the_comparison_table_shows_the_ns_score_beside_the_map():
+    qualities = [
+        {"test_map": 0.5, "recall_at_1": 0.75, NS_KEY: 3.5},
+        {"test_map": 0.6, "recall_at_1": 0.8, NS_KEY: 3.125},
+    ]
     records = pd.DataFrame(
-        [
-            dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.5, "recall_at_1": 0.75, NS_KEY: 3.5}, 0.1),
-            dense_projection_record("PCA R=4", "fv-8", 10, 4, 4, {"test_map": 0.6, "recall_at_1": 0.8, NS_KEY: 3.125}, 0.1),
-        ]
+        [dense_projection_record(f"PCA R={R}", "fv-8", 10, R, 4, quality, 0.1) for R, quality in zip((2, 4), qualities)]
     )
     table = seeds_comparison_table(records)
     assert list(table.columns[table.columns.get_loc("Test mAP") :][:3]) == ["Test mAP", "N-S", "Recall@1"]
@@ -132,19 +135,18 @@ def test_record_quality_hand_worked_and_ns_only_when_asked():
     }
     assert record_quality(X, groups, is_query) == pytest.approx(expected)
     assert NS_KEY not in record_quality(X @ X.T, groups, is_query, "precomputed")
-    every = np.ones(12, bool)
-    for quality in (record_quality(X, groups, every, ns=True), record_quality(X @ X.T, groups, every, "precomputed", ns=True)):
-        assert quality[NS_KEY] == pytest.approx(38 / 12)
-    # Over the queries only: images 0, 2, ..., 10 count 4, 4, 3, 3, 3, 3 (image 7 is no query).
-    for quality in (record_quality(X, groups, is_query, ns=True), record_quality(X @ X.T, groups, is_query, "precomputed", ns=True)):
-        assert quality[NS_KEY] == pytest.approx(20 / 6)
     assert record_quality(X @ X.T, groups, is_query, "precomputed") == pytest.approx(expected)
+    # Every image a query: 38/12; the even ones only: 4, 4, 3, 3, 3, 3 (image 7 is no query).
+    for queries, expected_ns in ((np.ones(12, bool), 38 / 12), (is_query, 20 / 6)):
+        assert record_quality(X, groups, queries, ns=True)[NS_KEY] == pytest.approx(expected_ns)
+        assert record_quality(X @ X.T, groups, queries, "precomputed", ns=True)[NS_KEY] == pytest.approx(expected_ns)
     with pytest.raises(ValueError, match="metric must be 'dot' or 'precomputed'"):
         record_quality(X, groups, is_query, "cosine")
 
 
 def test_check_record_refuses_an_ns_score_out_of_4():
-    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.5, "recall_at_1": 0.5, NS_KEY: 4.0}, 0.1)
+    quality = {"test_map": 0.5, "recall_at_1": 0.5, NS_KEY: 4.0}
+    record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, quality, 0.1)
     assert check_record(record) is record
     for wrong in (0.9, 87.5):
         with pytest.raises(ValueError, match=r"test_ns must be in \[1, 4\] \(out of 4\)"):

@@ -304,8 +304,9 @@ def train_jcf(
     the groups of one source photograph (the image table's ``together``) on one side.
 
     Writes the model (``.npz``, :meth:`ndir.jcf.JCF.save`), the learned and the
-    random records (JSON; with the N-S score when ``ns_score``, on UKBench) and the training history (CSV, one row per epoch, 0 = the
-    initialisation: loss, active triplets, hold-out mAP and Recall@1, seconds).
+    random records (JSON; with the N-S score when ``ns_score``, on UKBench) and the
+    training history (CSV, one row per epoch, 0 = the initialisation: loss, active
+    triplets, hold-out mAP and Recall@1, seconds).
     """
     use_codebook = int(n_clusters) > 1
     splits = load_features(images, features, codebook if use_codebook else None, int(n_clusters))

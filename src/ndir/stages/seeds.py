@@ -278,7 +278,9 @@ def seeds_comparison(
             train_s = time.perf_counter() - start
             quality = comparison.record_quality(pca.transform(X_test), groups, is_query, ns=ns_score)
             rows.append(
-                comparison.dense_projection_record(f"PCA R={R}", name, X_test.shape[1], R, len(X_test), quality, train_s)
+                comparison.dense_projection_record(
+                    f"PCA R={R}", name, X_test.shape[1], R, len(X_test), quality, train_s
+                )
             )
     n_test = int((read_image_table(images)["split"] == "test").sum())
     # The projectors' test mAP and N-S are those their training measured last.
@@ -306,7 +308,9 @@ def seeds_comparison(
         averaged = mean_over_seeds(read_result(path, pd.read_csv))
         missing = [key for key in ns_keys if key not in averaged or averaged[key].isna().any()]
         if missing:
-            raise ResultFileError(f"{path}: baselines without {missing} (written by an older ndir); {rebuild_advice(path)}")
+            raise ResultFileError(
+                f"{path}: baselines without {missing} (written by an older ndir); {rebuild_advice(path)}"
+            )
         rows += averaged.drop(columns=["family", "n_seeds"]).to_dict("records")
     frame = pd.DataFrame([comparison.check_record(row) for row in rows])
     write_csv(frame, records_csv)
