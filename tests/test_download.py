@@ -1,6 +1,7 @@
 """Fetching Holidays and UKBench (ndir.download) from servers on 127.0.0.1 serving small
 archives in their layouts: downloads, resumes, checks, and each failure's one line."""
 
+import contextlib
 import hashlib
 import io
 import json
@@ -255,6 +256,35 @@ def test_members_cannot_write_outside_the_images_folder(tmp_path):
     assert not (tmp_path / "escaped.jpg").exists()
 
 
+@contextlib.contextmanager
+def tiny_run_on_served(tmp_path, served, kind, urls_of, n_images, n_groups):
+    """Run the tiny config on the ``kind`` data set whose archives the folder ``served``
+    holds, fetched over HTTP (``urls_of(server)``: their URLs), and check that it passed
+    and recorded each archive's SHA-256; yields the run's folder, its config arguments
+    and the server, still serving."""
+    from .conftest import REPO, run_snakemake
+
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    with http_server(served) as server:
+        urls = urls_of(server)
+        download = {"folder": "downloads", kind: {"urls": urls, "n_images": n_images, "n_groups": n_groups}}
+        config = [
+            "--configfile",
+            str(REPO / "tests/configs/tiny.yaml"),
+            "--config",
+            f"dataset={{kind: {kind}}}",
+            f"download={json.dumps(download)}",
+        ]
+        run = run_snakemake(workdir, "--cores", "2", *config, check=False)
+        assert run.returncode == 0, run.stderr[-6000:]
+        recorded = json.loads((workdir / "results/run_info.json").read_text())["data"]["download"]
+        assert [(entry["url"], entry["sha256"]) for entry in recorded] == [
+            (url, sha256(served / url.rsplit("/", 1)[-1])) for url in urls
+        ]
+        yield workdir, config, server
+
+
 @pytest.mark.workflow  # runs the tiny config end to end (1.5 min)
 def test_the_workflow_fetches_holidays_and_runs_the_tiny_config_on_it(tmp_path):
     """The tiny config on a Holidays-layout data set served over HTTP: fetched, checked,
@@ -262,7 +292,7 @@ def test_the_workflow_fetches_holidays_and_runs_the_tiny_config_on_it(tmp_path):
     run_info.json; a second run fetches nothing."""
     from ndir.data import build_embedded_dataset
 
-    from .conftest import REPO, run_snakemake
+    from .conftest import run_snakemake
 
     photos = build_embedded_dataset(tmp_path / "photos", n_groups=40, seed=7, view_size=192)
     served = tmp_path / "served"
@@ -272,26 +302,43 @@ def test_the_workflow_fetches_holidays_and_runs_the_tiny_config_on_it(tmp_path):
         with tarfile.open(served / f"jpg{part}.tar.gz", "w:gz") as tar:
             for path in half:
                 tar.add(path, arcname=f"jpg/{path.rsplit('/', 1)[-1]}")
-    workdir = tmp_path / "run"
-    workdir.mkdir()
-    with http_server(served) as server:
-        urls = [f"{server.url}/jpg{part}.tar.gz" for part in (1, 2)]
-        download = {"folder": "downloads", "holidays": {"urls": urls, "n_images": len(photos), "n_groups": 40}}
-        config = [
-            "--configfile",
-            str(REPO / "tests/configs/tiny.yaml"),
-            "--config",
-            "dataset={kind: holidays}",
-            f"download={json.dumps(download)}",
-        ]
-        run = run_snakemake(workdir, "--cores", "2", *config, check=False)
-        assert run.returncode == 0, run.stderr[-6000:]
+    urls_of = lambda server: [f"{server.url}/jpg{part}.tar.gz" for part in (1, 2)]  # noqa: E731
+    with tiny_run_on_served(tmp_path, served, "holidays", urls_of, len(photos), 40) as (workdir, config, server):
         assert len(list((workdir / "downloads/holidays/images").glob("*.jpg"))) == len(photos)
-        recorded = json.loads((workdir / "results/run_info.json").read_text())["data"]["download"]
-        assert [(entry["url"], entry["sha256"]) for entry in recorded] == [
-            (url, sha256(served / url.rsplit("/", 1)[-1])) for url in urls
-        ]
         assert (workdir / "results/tables/table1.csv").is_file()
         server.requests.clear()
         again = run_snakemake(workdir, "-n", *config)
         assert "Nothing to be done" in again.stdout + again.stderr and server.requests == []
+
+
+@pytest.mark.workflow  # runs the tiny config end to end (1.5 min)
+def test_the_workflow_fetches_ukbench_and_reports_the_ns_score_beside_the_map(tmp_path):
+    """The tiny config on a UKBench-layout data set (groups of 4 consecutive images,
+    ``full/ukbench00000.jpg``...) served over HTTP: every table of its reduced and
+    learned signatures, and the seeds comparison, carry the N-S score (out of 4)
+    beside the mAP."""
+    import pandas as pd
+
+    from ndir.data import build_embedded_dataset
+
+    photos = build_embedded_dataset(tmp_path / "photos", n_groups=90, seed=7, view_size=192)
+    # UKBench's groups have 4 images: the first 4 views of each group of at least 4.
+    views = photos.groupby("group").filter(lambda group: len(group) >= 4).groupby("group").head(4)
+    served = tmp_path / "served"
+    served.mkdir()
+    with zipfile.ZipFile(served / "ukbench.zip", "w") as zipped:
+        for number, path in enumerate(views["path"]):
+            zipped.write(path, f"full/ukbench{number:05d}.jpg")
+    n_groups = len(views) // 4
+    urls_of = lambda server: [f"{server.url}/ukbench.zip"]  # noqa: E731
+    with tiny_run_on_served(tmp_path, served, "ukbench", urls_of, len(views), len(views) // 4) as (workdir, _, _):
+        tables = workdir / "results/tables"
+        for name, beside in (("table1", "Full"), ("table2", "Full"), ("seeds_comparison", "Test mAP")):
+            table = pd.read_csv(tables / f"{name}.csv")
+            columns = list(table.columns)
+            ns_column = columns[columns.index(beside) + 1]
+            assert ns_column.startswith("N-S"), (name, columns)
+            ns_columns = [column for column in columns if column.startswith("N-S")]
+            scores = table[ns_columns].to_numpy(dtype=float)
+            # Out of 4, and at least 1 (each query finds itself first).
+            assert np.nanmin(scores) >= 1.0 and np.nanmax(scores) <= 4.0, (name, scores)
