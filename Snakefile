@@ -23,9 +23,5 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        table1_outputs(),
-        sparse_outputs(),
-        seeds_outputs(),
-        "results/figures/retrievals.png",
-        "results/figures/retrievals.pdf",
-        "results/run_info.json",
+        final_outputs(),
+        rules.write_run_info.output.run_info,

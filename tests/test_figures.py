@@ -274,7 +274,7 @@ def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp
     monkeypatch.setattr("ndir.figures.retrievals_figure", draw)
     figures = [tmp_path / "out" / "retrievals.png", tmp_path / "out" / "retrievals.pdf"]
     (tmp_path / "out").mkdir()
-    report.retrievals_figure(images, signatures, projector, *figures, n_queries=3, k=5, seed=0)
+    report.retrievals_figure(images, signatures, projector, figures, "fv-4", n_queries=3, k=5, seed=0)
     assert all(path.stat().st_size > 5_000 for path in figures)
     table = pd.read_csv(images, dtype={"image_id": str})
     test = table[table["split"] == "test"]
@@ -310,13 +310,13 @@ def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp
             failures += sum(method["relevant"]) < 2  # 2 near duplicates, room for 5
     assert failures > 0
     # Same seed, same queries; another seed may pick others but still a failure.
-    report.retrievals_figure(images, signatures, projector, *figures, n_queries=3, k=5, seed=0)
+    report.retrievals_figure(images, signatures, projector, figures, "fv-4", n_queries=3, k=5, seed=0)
     assert [b["query"] for b in drawn[1]] == [b["query"] for b in blocks]
     for seed in range(1, 4):
-        report.retrievals_figure(images, signatures, projector, *figures, n_queries=2, k=5, seed=seed)
+        report.retrievals_figure(images, signatures, projector, figures, "fv-4", n_queries=2, k=5, seed=seed)
         assert any(sum(m["relevant"]) < 2 for b in drawn[-1] for m in b["methods"])
     # A k beyond the test split lists every other test image.
-    report.retrievals_figure(images, signatures, projector, *figures, n_queries=1, k=1000, seed=0)
+    report.retrievals_figure(images, signatures, projector, figures, "fv-4", n_queries=1, k=1000, seed=0)
     assert all(len(m["results"]) == len(test) - 1 for m in drawn[-1][0]["methods"])
 
 
@@ -326,5 +326,5 @@ def test_stage_refuses_a_projector_of_another_signature(tmp_path):
     save_projector(other, np.eye(24, 4, dtype=np.float32), signature="vlad-4", sparsity=0.9)
     with pytest.raises(report.ResultFileError, match="projector for vlad-4, not fv-4"):
         report.retrievals_figure(
-            images, signatures, other, tmp_path / "x.png", tmp_path / "x.pdf", n_queries=2, k=3, seed=0
+            images, signatures, other, [tmp_path / "x.png", tmp_path / "x.pdf"], "fv-4", n_queries=2, k=3, seed=0
         )

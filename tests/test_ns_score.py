@@ -93,7 +93,7 @@ def test_the_pca_baseline_stage_scores_ns_on_ukbench_only(tmp_path):
             "split": split,
         }
     ).to_csv(tmp_path / "images.csv", index=False)
-    args = dict(images=tmp_path / "images.csv", signatures=tmp_path / "fv-2.npy", dims=[4])
+    args = dict(images=tmp_path / "images.csv", signatures=tmp_path / "fv-2.npy", encoding="fv", codebook_size=2, dims=[4])
     evaluate_pca_baseline(results=tmp_path / "ukbench.csv", ns_score=True, **args)
     rows = pd.read_csv(tmp_path / "ukbench.csv")
     test = split == "test"
@@ -135,6 +135,8 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
         signatures=tmp_path / "fv-16.npy",
         projector=tmp_path / "fv-16" / "R4-tau0.5.npz",
         history=history,
+        encoding="fv",
+        codebook_size=16,
         max_iter=20,
         ns_score=True,
         **SMALL_TRAINING,
@@ -218,8 +220,8 @@ def test_the_seeds_comparison_scores_ns_on_ukbench_only(tmp_path):
     (tmp_path / "fv-16").mkdir()
     projector, history = tmp_path / "fv-16" / "R4-tau0.5.npz", tmp_path / "fv-16" / "R4-tau0.5.csv"
     train_sparse_projector(
-        images=paths["images"], signatures=paths["signatures"], projector=projector, history=history, max_iter=10,
-        ns_score=True, **SMALL_TRAINING,
+        images=paths["images"], signatures=paths["signatures"], projector=projector, history=history, encoding="fv",
+        codebook_size=16, max_iter=10, ns_score=True, **SMALL_TRAINING,
     )  # fmt: skip
 
     def compare(folder, ns):
@@ -232,7 +234,8 @@ def test_the_seeds_comparison_scores_ns_on_ukbench_only(tmp_path):
         seeds_comparison(
             paths["images"], [folder / "tfidf.json"], [paths["signatures"]], [projector], [history],
             [folder / "fv-16.csv"], [folder / f"table.{ext}" for ext in ("csv", "md", "tex")],
-            [folder / "figure.png", folder / "figure.pdf"], folder / "records.csv", dims=[4], ns_score=ns,
+            [folder / "figure.png", folder / "figure.pdf"], folder / "records.csv", signature_names=["fv-16"], dims=[4],
+            ns_score=ns,
         )  # fmt: skip
         return pd.read_csv(folder / "records.csv").set_index("method"), pd.read_csv(folder / "table.csv")
 
@@ -261,8 +264,8 @@ def test_the_seeds_comparison_scores_ns_on_ukbench_only(tmp_path):
     stale = dict(
         images=paths["images"], signatures=[paths["signatures"]], projectors=[projector], histories=[history],
         table=[tmp_path / f"stale.{ext}" for ext in ("csv", "md", "tex")],
-        figure=[tmp_path / "stale.png", tmp_path / "stale.pdf"], records_csv=tmp_path / "stale.csv", dims=[4],
-        ns_score=True,
+        figure=[tmp_path / "stale.png", tmp_path / "stale.pdf"], records_csv=tmp_path / "stale.csv",
+        signature_names=["fv-16"], dims=[4], ns_score=True,
     )  # fmt: skip
     with pytest.raises(ResultFileError, match=r"holidays/tfidf.json: record without \['test_ns'\]"):
         seeds_comparison(records=[tmp_path / "holidays" / "tfidf.json"], baselines=[], **stale)

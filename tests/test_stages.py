@@ -264,7 +264,7 @@ def test_table1_rows_carry_95_percent_intervals_printed_when_queries_are_few(tmp
     centres = rng.normal(size=(24, 16))
     np.save(tmp_path / "fv-8.npy", (centres[groups] + 1.2 * rng.normal(size=(groups.size, 16))).astype(np.float32))
     results = tmp_path / "fv-8.csv"
-    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "fv-8.npy", results, dims=[4])
+    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "fv-8.npy", results, "fv", 8, dims=[4])
     rows = pd.read_csv(results)
     X, test_groups, is_query = split_signatures(tmp_path / "images.csv", tmp_path / "fv-8.npy")["test"]
     mean_ap, ap = holidays_map(X, test_groups, is_query, return_per_query=True)
@@ -314,29 +314,32 @@ def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
         np.testing.assert_allclose(aps[scoring], ap, atol=1e-12)
 
 
-def test_histories_are_read_by_name_or_refused_naming_the_file(tmp_path):
-    """A history's (signature, R, tau) come from its path; a file of another name, or a
-    history without the column a table reads, is refused naming the file and the rule
-    to rerun instead of failing in pandas."""
+def test_histories_say_their_run_or_are_refused_naming_the_file(tmp_path):
+    """A history's (signature, R, tau) come from its columns, whatever its path; an old
+    history without them, or without the column a table reads, is refused naming the
+    file and the rule to rerun instead of failing in pandas."""
     from ndir.errors import ResultFileError
     from ndir.stages.sparse import final_maps, read_history
 
-    folder = tmp_path / "fv-64"
-    folder.mkdir()
-    good = folder / "R32-tau0.99.csv"
-    pd.DataFrame({"iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(good, index=False)
+    # A path that says another run: only the columns count.
+    good = tmp_path / "vlad-8" / "R4-tau0.5.csv"
+    good.parent.mkdir()
+    run = {"signature": "fv-64", "encoding": "fv", "K": 64, "R": 32, "tau": 0.99}
+    pd.DataFrame({**run, "iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(good, index=False)
     signature, R, tau, curve = read_history(good)
     assert (signature, R, tau, len(curve)) == ("fv-64", 32, 0.99, 2)
     maps = final_maps([good])
     assert maps[["signature", "encoding", "K", "R", "tau", "initial", "final"]].values.tolist() == [
         ["fv-64", "fv", 64, 32, 0.99, 0.5, 0.75]
     ]
-    with pytest.raises(ResultFileError, match="R32-tau0.99.csv: no test_map_dot measured.*train_sparse_projector"):
+    with pytest.raises(ResultFileError, match="R4-tau0.5.csv: no test_map_dot measured.*train_sparse_projector"):
         final_maps([good], scoring="dot")
-    misnamed = folder / "R32-tau.csv"
-    misnamed.write_text("iteration\n0\n")
-    with pytest.raises(ResultFileError, match="R32-tau.csv: not a training history's name"):
-        read_history(misnamed)
+    old = tmp_path / "fv-64" / "R32-tau0.99.csv"
+    old.parent.mkdir()
+    pd.DataFrame({"iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(old, index=False)
+    with pytest.raises(ResultFileError, match=r"R32-tau0.99.csv: a training history without its run's "
+                       r"signature, encoding, K, R, tau.*rerun train_sparse_projector"):  # fmt: skip
+        final_maps([old])
 
 
 def test_table_stem_is_the_stem_of_the_three_declared_files():
@@ -364,6 +367,7 @@ def test_an_unknown_soml_variant_is_refused_before_training(tmp_path):
             signatures=tmp_path / "fv-8.npy",
             model=tmp_path / "model.npz",
             record=tmp_path / "record.json",
+            signature="fv-8",
             variant="dual",
             options={},
             negatives_per_pair=1,
@@ -557,6 +561,8 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
             signatures=signatures,
             projector=tmp_path / f"{name}.npz",
             history=tmp_path / f"{name}.csv",
+            encoding="fv",
+            codebook_size=16,
             max_iter=max_iter,
             flat_map_evaluations=flat_map_evaluations,
             **SMALL_TRAINING,
@@ -564,6 +570,12 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
         return pd.read_csv(tmp_path / f"{name}.csv"), load_projector(tmp_path / f"{name}.npz")[0]
 
     full, _ = train("full", None)
+    # The history and the projector record their run, which no path is read for.
+    assert full[["signature", "encoding", "K", "R", "tau"]].drop_duplicates().values.tolist() == [
+        ["fv-16", "fv", 16, 4, 0.5]
+    ]
+    meta = load_projector(tmp_path / "full.npz")[1]
+    assert (meta["signature"], meta["n_components"], meta["sparsity"]) == ("fv-16", 4, 0.5)
     stopped, projector = train("stopped", 2)
     maps = full["train_map_dot"].dropna().tolist()
     stop = 5 * next(i for i in range(len(maps)) if map_is_flat(maps[: i + 1], 2))
@@ -613,7 +625,7 @@ def test_soml_record_of_dense_signatures(tmp_path, monkeypatch):
     monkeypatch.setattr(seeds, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     train_soml(
         images=images, signatures=signatures, model=tmp_path / "model.npz", record=tmp_path / "record.json",
-        variant="tg", options={"learning_rate": 1.0, "l1": 1e-3}, negatives_per_pair=2, epochs=1, seed=0,
+        signature="fv-8", variant="tg", options={"learning_rate": 1.0, "l1": 1e-3}, negatives_per_pair=2, epochs=1, seed=0,
     )  # fmt: skip
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["method"] == "SOML-TG" and record["signature"] == "fv-8"
@@ -651,11 +663,10 @@ def test_final_maps_take_the_last_measured_interval(tmp_path):
     """A history's final mAP and its bootstrap bounds are those of its last evaluation."""
     from ndir.stages.sparse import final_maps
 
-    history = tmp_path / "fv-8" / "R4-tau0.9.csv"
-    history.parent.mkdir()
+    history = tmp_path / "history.csv"
     pd.DataFrame(
         {
-            "iteration": [0, 1, 2, 3], "test_map_dot": [0.5, np.nan, 0.7, 0.8],
+            "signature": "fv-8", "encoding": "fv", "K": 8, "R": 4, "tau": 0.9, "iteration": [0, 1, 2, 3], "test_map_dot": [0.5, np.nan, 0.7, 0.8],
             "test_map_dot_low": [0.4, np.nan, 0.6, 0.75], "test_map_dot_high": [0.6, np.nan, 0.8, 0.85],
         }
     ).to_csv(history, index=False)  # fmt: skip
@@ -759,7 +770,7 @@ def test_tfidf_weights_both_splits_by_the_training_splits_idf(tmp_path):
         elsewhere = holidays_map(_unit_tfidf(test, idf_elsewhere), test_groups, is_query)
         assert abs(elsewhere - record["test_map"]) > 1e-3
 
-    splits = seeds._learning_splits(tmp_path / "images.csv", tmp_path / "bovw.npz")
+    splits = seeds._learning_splits(tmp_path / "images.csv", tmp_path / "bovw.npz", "tfidf")
     for name, counts in (("train", train), ("test", test)):
         np.testing.assert_allclose(splits[name][0].toarray(), _unit_tfidf(counts, idf), rtol=1e-6)
 
@@ -815,7 +826,9 @@ def test_seeds_comparison_fits_pca_on_the_training_split_and_draws_only_stored_m
     U = sp.random(16, 4, density=0.5, random_state=2, format="csc", dtype=np.float32)
     save_projector(tmp_path / "R4-tau0.5.npz", U, n_components=4, sparsity=0.5, signature="fv-8", fit_seconds=2.0)
     (tmp_path / "fv-8").mkdir()
-    pd.DataFrame({"iteration": [0, 1], "test_map_l2": [0.3, 0.4]}).to_csv(tmp_path / "fv-8/R4-tau0.5.csv", index=False)
+    run = {"signature": "fv-8", "encoding": "fv", "K": 8, "R": 4, "tau": 0.5}
+    history = pd.DataFrame({**run, "iteration": [0, 1], "test_map_l2": [0.3, 0.4]})
+    history.to_csv(tmp_path / "fv-8/R4-tau0.5.csv", index=False)
     pooling = {
         "method": "second-order pooling", "signature": "fv-8", "query_dims": 16, "model_bytes": 0,
         "db_bytes_per_image": 64, "madds_per_query": 16 * 21, "test_map": 0.5, "recall_at_1": 0.5, "train_s": 0.0,
@@ -829,7 +842,8 @@ def test_seeds_comparison_fits_pca_on_the_training_split_and_draws_only_stored_m
     table = [str(tmp_path / f"table{suffix}") for suffix in (".csv", ".md", ".tex")]
     seeds.seeds_comparison(
         images, [tmp_path / "pooling.json", tmp_path / "byte.json"], [signatures], [tmp_path / "R4-tau0.5.npz"],
-        [tmp_path / "fv-8/R4-tau0.5.csv"], [], table, [str(tmp_path / "figure.png")], tmp_path / "records.csv", [2],
+        [tmp_path / "fv-8/R4-tau0.5.csv"], [], table, [str(tmp_path / "figure.png")], tmp_path / "records.csv",
+        ["fv-8"], [2],
     )  # fmt: skip
     rows = pd.read_csv(tmp_path / "records.csv").set_index("method")
 

@@ -212,10 +212,9 @@ def test_table2_is_the_last_iterate_scored_like_table1_and_learning_shows(tiny_r
     n_checked = 0
     for path in sorted((tiny_run / "results/sparse").glob("*/R*-tau*.csv")):
         history = pd.read_csv(path)
-        R, tau = path.stem.removeprefix("R").split("-tau")
-        column = f"{100 * float(tau):g}% R{R}"
-        encoding, K = path.parent.name.split("-")
-        label = f"{encoding.upper()}-{K}"
+        run = history.iloc[0]  # the history records its run
+        column = f"{100 * run['tau']:g}% R{run['R']}"
+        label = f"{run['encoding'].upper()}-{run['K']}"
         if column not in table2.columns:
             continue  # a run of Figures 2-3 only
         last = history.dropna(subset=["test_map_l2"]).iloc[-1]

@@ -30,7 +30,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, names
 from .errors import NdirInputError, os_reason
 
 # ndir.embedded's DEFAULT_VIEW_SIZE, MIN_VIEW_SIZE and DEFAULT_SIBLING_OVERLAP, without
@@ -397,7 +397,7 @@ def build_parser():
         "--projector",
         required=True,
         metavar="NPZ",
-        help="projector learned for that codebook's signature, results/sparse/<signature>/R<R>-tau<tau>.npz",
+        help=f"projector learned for that codebook's signature, {names.PROJECTOR_FILE_HINT}",
     )
     index.add_argument(
         "-o", "--output", required=True, metavar="INDEX", help="index folder to write"

@@ -26,6 +26,7 @@ import faiss
 import numpy as np
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
+from ndir import names
 from ndir.encoding import (
     blas_block_map,
     blocked_gmm_statistics,
@@ -683,4 +684,4 @@ def load_codebook(path):
             f"{path}: not a VLAD or FV codebook ({hint}); pass --codebook results/codebooks/<vlad|fv>-<K>.npz"
         )
     codebook = CODEBOOK_CLASSES[kind].load(path)
-    return codebook, f"{kind}-{codebook.n_clusters}"
+    return codebook, names.signature_name(kind, codebook.n_clusters)

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from jsonschema.validators import validator_for
 
+from . import names
 from .errors import ConfigError
 
 #: Dimensions kept per codebook entry (VLAD) and per Gaussian and gradient (FV).
@@ -194,16 +195,16 @@ def check_config(config):
     seeds = config["seeds"]
     if seeds["enabled"]:
         grid = {
-            f"{encoding}-{K}"
+            names.signature_name(encoding, K)
             for encoding in config["signatures"]["encodings"]
             for K in config["signatures"]["codebook_sizes"]
         }
         wanted = {
-            "seeds.soml.signatures": [s for s in seeds["soml"]["signatures"] if s != "tfidf"],
+            "seeds.soml.signatures": [s for s in seeds["soml"]["signatures"] if s != names.TFIDF],
             "seeds.comparison_signatures": seeds["comparison_signatures"],
         }
-        for key, names in wanted.items():
-            missing = sorted(set(names) - grid)
+        for key, listed in wanted.items():
+            missing = sorted(set(listed) - grid)
             if missing:
                 raise ConfigError(
                     f"{key}: {missing} not among the signatures the workflow computes "
@@ -215,7 +216,7 @@ def check_config(config):
 
 def _check_jcf(jcf, grid, pca_dims):
     """Checks of ``seeds.jcf`` against the signature grid and the descriptor PCA."""
-    missing = [K for K in jcf["codebook_sizes"] if f"fv-{K}" not in grid]
+    missing = [K for K in jcf["codebook_sizes"] if names.signature_name("fv", K) not in grid]
     if missing:
         raise ConfigError(
             f"seeds.jcf.codebook_sizes: {missing} without a Fisher codebook among the signatures the workflow "

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__, available_cpus
+from . import __version__, available_cpus, names
 from .codebooks import CODEBOOK_CLASSES, load_codebook
 from .data import IMAGE_SUFFIXES
 from .descriptors import CELL_SIZES, STEP, image_descriptors_with
@@ -186,7 +186,7 @@ def load_encoder(
     Parameters
     ----------
     codebook : path of a ``results/codebooks/<vlad|fv>-<K>.npz``.
-    projector : path of a ``results/sparse/<signature>/R<R>-tau<tau>.npz``.
+    projector : path of a projector (:data:`ndir.names.PROJECTOR_FILE_HINT`).
     max_width, step, cell_sizes : descriptor parameters (§V-B defaults).
     alpha : power normalisation exponent (0.1 in the paper).
 
@@ -201,7 +201,7 @@ def load_encoder(
     if file_kind(projector) != "projector":
         raise NdirInputError(
             f"{projector}: not a projector (it is a codebook); "
-            "pass --projector results/sparse/<signature>/R<R>-tau<tau>.npz"
+            f"pass --projector {names.PROJECTOR_FILE_HINT}"
         )
     U, meta = load_projector(projector)
     expected = meta.get("signature")

@@ -1,13 +1,13 @@
 rule evaluate_pca_baseline:
     input:
         images="results/data/images.csv",
-        signatures="results/signatures/{encoding}-{K}.npy",
+        signatures=f"results/signatures/{names.SIGNATURE}.npy",
     output:
-        results="results/evaluation/pca/{encoding}-{K}.csv",
+        results=f"results/evaluation/pca/{names.SIGNATURE}.csv",
     log:
-        "logs/evaluate_pca_baseline/{encoding}-{K}.log",
+        f"logs/evaluate_pca_baseline/{names.SIGNATURE}.log",
     benchmark:
-        "benchmarks/rules/evaluate_pca_baseline/{encoding}-{K}.tsv"
+        f"benchmarks/rules/evaluate_pca_baseline/{names.SIGNATURE}.tsv"
     conda:
         ENV
     threads: 2
@@ -15,6 +15,8 @@ rule evaluate_pca_baseline:
         mem_mb=4000,
         runtime=10,
     params:
+        encoding="{encoding}",
+        codebook_size=codebook_size,
         dims=config["baseline"]["dims"],
         ns_score=config["dataset"]["kind"] == "ukbench",
     script:
@@ -24,13 +26,13 @@ rule evaluate_pca_baseline:
 rule evaluate_reduction_baselines:
     input:
         images="results/data/images.csv",
-        signatures="results/signatures/{encoding}-{K}.npy",
+        signatures=f"results/signatures/{names.SIGNATURE}.npy",
     output:
-        results="results/evaluation/baselines/{encoding}-{K}.csv",
+        results=f"results/evaluation/baselines/{names.SIGNATURE}.csv",
     log:
-        "logs/evaluate_reduction_baselines/{encoding}-{K}.log",
+        f"logs/evaluate_reduction_baselines/{names.SIGNATURE}.log",
     benchmark:
-        "benchmarks/rules/evaluate_reduction_baselines/{encoding}-{K}.tsv"
+        f"benchmarks/rules/evaluate_reduction_baselines/{names.SIGNATURE}.tsv"
     conda:
         ENV
     threads: 1
@@ -38,7 +40,7 @@ rule evaluate_reduction_baselines:
         mem_mb=4000,
         runtime=10,
     params:
-        signature="{encoding}-{K}",
+        signature=names.SIGNATURE,
         dims=config["sparse"]["dims"],
         sparsity=config["sparse"]["sparsity"],
         random_seeds=config["baseline"]["random_seeds"],

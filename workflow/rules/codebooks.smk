@@ -46,7 +46,7 @@ rule fit_vlad_codebook:
     input:
         sample="results/codebooks/descriptor_sample.npy",
     output:
-        codebook="results/codebooks/vlad-{K}.npz",
+        codebook=f"results/codebooks/{names.signature_name('vlad', '{K}')}.npz",
     log:
         "logs/fit_vlad_codebook/{K}.log",
     benchmark:
@@ -75,7 +75,7 @@ rule fit_fisher_codebook:
         sample="results/codebooks/descriptor_sample.npy",
         pca="results/codebooks/pca.npz",
     output:
-        codebook="results/codebooks/fv-{K}.npz",
+        codebook=f"results/codebooks/{names.signature_name('fv', '{K}')}.npz",
     log:
         "logs/fit_fisher_codebook/{K}.log",
     benchmark:

@@ -4,6 +4,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from ndir import names
 from ndir.config import (
     check_config,
     coerce_config_strings,
@@ -26,36 +27,47 @@ check_config(config)
 
 
 wildcard_constraints:
-    encoding="vlad|fv",
-    K=r"\d+",
+    **names.WILDCARD_CONSTRAINTS,
     shard=r"\d+",
-    signature=r"(vlad|fv)-\d+",
-    R=r"\d+",
-    tau=r"0(\.\d+)?",
     variant="tg|da|da-algorithm2",
-    soml_input=r"tfidf|(vlad|fv)-\d+",
-    jcf_run=r"K\d+-R\d+(-k\d+)?",
 
 
 ENV = "../envs/ndir.yaml"
 TABLE_FORMATS = ["csv", "md", "tex"]
+FIGURE_FORMATS = ["png", "pdf"]
+
+
+def signatures():
+    """``{name: (encoding, K)}`` of every signature of the config: ``"vlad-64": ("vlad", 64)``."""
+    return {
+        names.signature_name(encoding, K): (encoding, K)
+        for encoding in config["signatures"]["encodings"]
+        for K in config["signatures"]["codebook_sizes"]
+    }
 
 
 def signature_names():
     """Signature names such as ``vlad-64`` for every (encoding, K) of the config."""
-    return [
-        f"{encoding}-{K}"
-        for encoding in config["signatures"]["encodings"]
-        for K in config["signatures"]["codebook_sizes"]
-    ]
+    return list(signatures())
 
 
-def baseline_results(names=None):
+def signature_encoding(wildcards):
+    """The encoding of the signature of a rule's wildcards (``vlad``, ``fv``)."""
+    return signatures()[wildcards.signature][0]
+
+
+def signature_codebook_size(wildcards):
+    """The codebook size K of the signature of a rule's wildcards, as an int."""
+    return signatures()[wildcards.signature][1]
+
+
+def baseline_results(selected=None):
     """Records of the reduction baselines (whitened and thresholded PCA, random
-    projections, PQ) of each signature of ``names`` (default: every signature)."""
+    projections, PQ) of each signature named in ``selected`` (default: every signature).
+    """
     return [
         f"results/evaluation/baselines/{name}.csv"
-        for name in (signature_names() if names is None else names)
+        for name in (signature_names() if selected is None else selected)
     ]
 
 
@@ -127,10 +139,6 @@ def descriptor_params():
     }
 
 
-def table1_outputs():
-    return expand("results/tables/table1.{ext}", ext=TABLE_FORMATS)
-
-
 def codebook_size(wildcards):
     """The codebook size K of a rule's wildcards, as an int."""
     return int(wildcards.K)
@@ -160,8 +168,8 @@ def training_runtime(wildcards):
     the l0 projection's search grows with the M = (1 - tau) D entries kept per column:
     2.3-3.5 s per 20,480 x 256 at tau = 0.5 (FV-512, R = 64). So max(1, 5 (1 - tau)) s
     (1 s from tau = 0.8 up), plus 0.05 s a step (docs/performance.md)."""
-    encoding, K = wildcards.signature.split("-")
-    n_features = signature_dim(encoding, int(K), config["codebooks"]["pca_dims"])
+    encoding, K = signatures()[wildcards.signature]
+    n_features = signature_dim(encoding, K, config["codebooks"]["pca_dims"])
     tau = float(wildcards.tau)
     seconds_per_unit = max(1.0, 5.0 * (1.0 - tau)) if tau > 0 else 1.0
     seconds_per_step = 0.05 + seconds_per_unit * n_features * int(wildcards.R) / (
@@ -170,15 +178,10 @@ def training_runtime(wildcards):
     return max(120, round(3 * config["sparse"]["max_iter"] * seconds_per_step / 60))
 
 
-def sparse_run(signature, R, tau):
-    """Path stem of one sparse training run; tau is written as ``0.99``, ``0``."""
-    return f"results/sparse/{signature}/R{R}-tau{tau:g}"
-
-
 def convergence_signature():
     """The largest Fisher Vector (the paper's Fig. 2-4 use FV-512), else the largest VLAD."""
     encoding = "fv" if "fv" in config["signatures"]["encodings"] else "vlad"
-    return f"{encoding}-{max(config['signatures']['codebook_sizes'])}"
+    return names.signature_name(encoding, max(config["signatures"]["codebook_sizes"]))
 
 
 def retrievals_projector():
@@ -188,14 +191,14 @@ def retrievals_projector():
     dims = config["sparse"]["dims"]
     R = 32 if 32 in dims else min(dims)
     return (
-        sparse_run(convergence_signature(), R, max(config["sparse"]["sparsity"]))
+        names.sparse_run(convergence_signature(), R, max(config["sparse"]["sparsity"]))
         + ".npz"
     )
 
 
 def table2_histories():
     return [
-        sparse_run(name, R, tau) + ".csv"
+        names.sparse_run(name, R, tau) + ".csv"
         for name in signature_names()
         for tau in config["sparse"]["sparsity"]
         for R in config["sparse"]["dims"]
@@ -204,7 +207,7 @@ def table2_histories():
 
 def cost_projectors():
     return [
-        sparse_run(convergence_signature(), R, tau) + ".npz"
+        names.sparse_run(convergence_signature(), R, tau) + ".npz"
         for tau in config["sparse"]["sparsity"]
         for R in config["sparse"]["dims"]
     ]
@@ -217,7 +220,7 @@ def histories(projectors):
 
 def figure2_histories():
     return [
-        sparse_run(convergence_signature(), R, 0.0) + ".csv"
+        names.sparse_run(convergence_signature(), R, 0.0) + ".csv"
         for R in config["sparse"]["dims"]
     ]
 
@@ -225,7 +228,7 @@ def figure2_histories():
 def figure3_histories():
     R = config["sparse"]["convergence_dim"]
     return [
-        sparse_run(convergence_signature(), R, tau) + ".csv"
+        names.sparse_run(convergence_signature(), R, tau) + ".csv"
         for tau in config["sparse"]["convergence_sparsity"]
     ]
 
@@ -233,50 +236,66 @@ def figure3_histories():
 def figure4_histories():
     tau = max(config["sparse"]["sparsity"])
     return [
-        sparse_run(convergence_signature(), R, tau) + ".csv"
+        names.sparse_run(convergence_signature(), R, tau) + ".csv"
         for R in config["sparse"]["dims"]
     ]
 
 
-def figure_outputs():
-    return expand("results/figures/fig{n}.{ext}", n=[2, 3, 4], ext=["png", "pdf"])
+#: The paper's Figures 2-4 (name: label in the report), drawn by convergence_figures.
+CONVERGENCE_FIGURES = {"fig2": "Figure 2", "fig3": "Figure 3", "fig4": "Figure 4"}
 
 
-def sparse_outputs():
-    return (
-        expand(
-            "results/tables/{name}.{ext}",
-            name=["table2", "table2_dot", "table2_ablation", "costs"],
-            ext=TABLE_FORMATS,
-        )
-        + figure_outputs()
-    )
+def final_outputs():
+    """The tables and figures the run ends with, as their files: the one list of them.
+    Rule all asks for them, write_run_info waits for them; the rule that writes each
+    declares it with :func:`report_table` or :func:`report_figure`."""
+    tables = ["table1", "table2", "table2_dot", "table2_ablation", "costs"]
+    figures = [*CONVERGENCE_FIGURES, "retrievals"]
+    if seeds_enabled():
+        tables += ["seeds_comparison", "frontier"]
+        figures += ["seeds_comparison", "frontier"]
+    if jcf_enabled():
+        tables.append("jcf")
+        figures.append("jcf_recall_vs_parameters")
+    return [path for name in tables for path in table_files(name)] + [
+        path for name in figures for path in figure_files(name)
+    ]
+
+
+def table_files(name):
+    """The files of table ``name``: CSV, Markdown and LaTeX."""
+    return [f"results/tables/{name}.{ext}" for ext in TABLE_FORMATS]
+
+
+def figure_files(name):
+    """The files of figure ``name``: PNG and PDF."""
+    return [f"results/figures/{name}.{ext}" for ext in FIGURE_FORMATS]
 
 
 def report_table(name):
-    """The three files of table ``name``; the CSV goes into the HTML report."""
+    """The files of table ``name``; the CSV goes into the HTML report."""
+    csv, *others = table_files(name)
     # Assigned first: a line starting with `report(` would parse as the directive.
     csv = report(
-        f"results/tables/{name}.csv",
+        csv,
         caption=f"../report/{name}.rst",
         category="Tables",
         labels={"table": name},
     )
-    return [csv, f"results/tables/{name}.md", f"results/tables/{name}.tex"]
+    return [csv, *others]
 
 
-def report_figures():
-    """Figures 2-4 as PNG (in the HTML report) and PDF."""
-    files = []
-    for n in (2, 3, 4):
-        png = report(
-            f"results/figures/fig{n}.png",
-            caption=f"../report/fig{n}.rst",
-            category="Figures",
-            labels={"figure": f"Figure {n}"},
-        )
-        files += [png, f"results/figures/fig{n}.pdf"]
-    return files
+def report_figure(name, label, caption=None):
+    """The files of figure ``name``; the PNG goes into the HTML report as ``label``,
+    with the caption ``workflow/report/<caption>.rst`` (default: ``name``)."""
+    png, *others = figure_files(name)
+    png = report(
+        png,
+        caption=f"../report/{caption or name}.rst",
+        category="Figures",
+        labels={"figure": label},
+    )
+    return [png, *others]
 
 
 def seeds_enabled():
@@ -285,7 +304,7 @@ def seeds_enabled():
 
 def soml_input_file(wildcards):
     """The SOML learner's input: the word counts for tf-idf, else a VLAD/FV signature."""
-    if wildcards.soml_input == "tfidf":
+    if wildcards.soml_input == names.TFIDF:
         return "results/signatures/bovw.npz"
     return f"results/signatures/{wildcards.soml_input}.npy"
 
@@ -322,7 +341,11 @@ def jcf_enabled():
 
 def _fisher_codebook_input(K):
     """``{"codebook": fv-K}`` for a JCF job at K > 1; nothing for K = 1 (no codebook)."""
-    return {"codebook": f"results/codebooks/fv-{K}.npz"} if K > 1 else {}
+    return (
+        {"codebook": f"results/codebooks/{names.signature_name('fv', K)}.npz"}
+        if K > 1
+        else {}
+    )
 
 
 def jcf_pooling_codebook(wildcards):
@@ -336,19 +359,20 @@ def jcf_run_codebook(wildcards):
 
 
 def jcf_runs():
-    """Run names ``K64-R64`` (JCF-R), ``K64-R64-k8`` (JCF-R-k), ``K1-R64`` (no
-    codebook), for each K of ``seeds.jcf.codebook_sizes`` and R of ``seeds.jcf.dims``.
-    """
+    """``{name: (K, R, k)}`` of the JCF runs: JCF-R (``K64-R64``, k None), JCF-R-k
+    (``K64-R64-k8``) and, without codebook, K = 1 (``K1-R64``), for each K of
+    ``seeds.jcf.codebook_sizes`` and R of ``seeds.jcf.dims``; names by
+    :func:`ndir.names.jcf_run_name`."""
     jcf = config["seeds"]["jcf"]
     runs = []
     for R in jcf["dims"]:
         if jcf["without_codebook"]:
-            runs.append(f"K1-R{R}")
+            runs.append((1, R, None))
         for K in jcf["codebook_sizes"]:
             if jcf["full_codebook"]:
-                runs.append(f"K{K}-R{R}")
-            runs += [f"K{K}-R{R}-k{k}" for k in jcf["shared_ranks"]]
-    return runs
+                runs.append((K, R, None))
+            runs += [(K, R, k) for k in jcf["shared_ranks"]]
+    return {names.jcf_run_name(*run): run for run in runs}
 
 
 def jcf_records(random=True):
@@ -365,43 +389,19 @@ def jcf_records(random=True):
     return baselines + learned + randoms
 
 
-def _jcf_run_parts(wildcards):
-    """``{"K": 64, "R": 64, "k": 8}`` of a JCF run name (``k`` absent unless shared)."""
-    return {part[0]: int(part[1:]) for part in wildcards.jcf_run.split("-")}
-
-
 def jcf_clusters(wildcards):
     """The codebook size K of a JCF run (1: no codebook), as an int."""
-    return _jcf_run_parts(wildcards)["K"]
+    return jcf_runs()[wildcards.jcf_run][0]
 
 
 def jcf_components(wildcards):
     """The output dimension R of a JCF run, as an int."""
-    return _jcf_run_parts(wildcards)["R"]
+    return jcf_runs()[wildcards.jcf_run][1]
 
 
 def jcf_shared(wildcards):
     """The shared rank k of a JCF-R-k run, None for JCF-R and K = 1."""
-    return _jcf_run_parts(wildcards).get("k")
-
-
-def jcf_figure():
-    """The Recall@1-against-parameters figure as PNG (in the HTML report) and PDF."""
-    png = report(
-        "results/figures/jcf_recall_vs_parameters.png",
-        caption="../report/jcf_recall_vs_parameters.rst",
-        category="Figures",
-        labels={"figure": "JCF: Recall@1 against parameters"},
-    )
-    return [png, "results/figures/jcf_recall_vs_parameters.pdf"]
-
-
-def jcf_outputs():
-    if not jcf_enabled():
-        return []
-    return expand("results/tables/jcf.{ext}", ext=TABLE_FORMATS) + expand(
-        "results/figures/jcf_recall_vs_parameters.{ext}", ext=["png", "pdf"]
-    )
+    return jcf_runs()[wildcards.jcf_run][2]
 
 
 def comparison_signature_files():
@@ -413,42 +413,8 @@ def comparison_signature_files():
 
 def comparison_projectors():
     return [
-        sparse_run(name, R, tau) + ".npz"
+        names.sparse_run(name, R, tau) + ".npz"
         for name in config["seeds"]["comparison_signatures"]
         for tau in config["sparse"]["sparsity"]
         for R in config["sparse"]["dims"]
     ]
-
-
-def comparison_figure():
-    """The comparison figure as PNG (in the HTML report) and PDF."""
-    png = report(
-        "results/figures/seeds_comparison.png",
-        caption="../report/seeds_comparison_figure.rst",
-        category="Figures",
-        labels={"figure": "Seeds comparison"},
-    )
-    return [png, "results/figures/seeds_comparison.pdf"]
-
-
-def frontier_figure():
-    """The accuracy-cost frontier figure as PNG (in the HTML report) and PDF."""
-    png = report(
-        "results/figures/frontier.png",
-        caption="../report/frontier_figure.rst",
-        category="Figures",
-        labels={"figure": "Accuracy-cost frontier"},
-    )
-    return [png, "results/figures/frontier.pdf"]
-
-
-def seeds_outputs():
-    if not seeds_enabled():
-        return []
-    return (
-        expand("results/tables/seeds_comparison.{ext}", ext=TABLE_FORMATS)
-        + expand("results/figures/seeds_comparison.{ext}", ext=["png", "pdf"])
-        + expand("results/tables/frontier.{ext}", ext=TABLE_FORMATS)
-        + expand("results/figures/frontier.{ext}", ext=["png", "pdf"])
-        + jcf_outputs()
-    )

@@ -117,7 +117,9 @@ rule jcf_report:
         records=jcf_records(),
     output:
         table=report_table("jcf"),
-        figure=jcf_figure(),
+        figure=report_figure(
+            "jcf_recall_vs_parameters", "JCF: Recall@1 against parameters"
+        ),
     log:
         "logs/jcf_report.log",
     benchmark:

@@ -4,13 +4,7 @@ rule retrievals_figure:
         signatures=f"results/signatures/{convergence_signature()}.npy",
         projector=retrievals_projector(),
     output:
-        png=report(
-            "results/figures/retrievals.png",
-            caption="../report/retrievals.rst",
-            category="Figures",
-            labels={"figure": "Retrievals"},
-        ),
-        pdf="results/figures/retrievals.pdf",
+        figure=report_figure("retrievals", "Retrievals"),
     log:
         "logs/retrievals_figure.log",
     benchmark:
@@ -22,6 +16,7 @@ rule retrievals_figure:
         mem_mb=4000,
         runtime=5,
     params:
+        signature=convergence_signature(),
         n_queries=5,
         k=5,
         seed=config["seed"],
@@ -32,10 +27,7 @@ rule retrievals_figure:
 rule write_run_info:
     input:
         data_report="results/data/report.json",
-        outputs=table1_outputs()
-        + sparse_outputs()
-        + seeds_outputs()
-        + ["results/figures/retrievals.png", "results/figures/retrievals.pdf"],
+        outputs=final_outputs(),
     output:
         run_info=report(
             "results/run_info.json",

@@ -106,6 +106,7 @@ rule train_soml:
         mem_mb=3000,
         runtime=30,
     params:
+        signature="{soml_input}",
         variant="{variant}",
         options=soml_options,
         negatives_per_pair=config["seeds"]["soml"]["negatives_per_pair"],
@@ -154,7 +155,9 @@ rule seeds_comparison:
         baselines=baseline_results(config["seeds"]["comparison_signatures"]),
     output:
         table=report_table("seeds_comparison"),
-        figure=comparison_figure(),
+        figure=report_figure(
+            "seeds_comparison", "Seeds comparison", "seeds_comparison_figure"
+        ),
         records_csv="results/seeds/comparison.csv",
     log:
         "logs/seeds_comparison.log",
@@ -167,6 +170,7 @@ rule seeds_comparison:
         mem_mb=2000,
         runtime=15,
     params:
+        signature_names=config["seeds"]["comparison_signatures"],
         dims=config["sparse"]["dims"],
         ns_score=config["dataset"]["kind"] == "ukbench",
     script:
@@ -178,7 +182,7 @@ rule frontier:
         records="results/seeds/comparison.csv",
     output:
         table=report_table("frontier"),
-        figure=frontier_figure(),
+        figure=report_figure("frontier", "Accuracy-cost frontier", "frontier_figure"),
     log:
         "logs/frontier.log",
     benchmark:

@@ -28,11 +28,11 @@ rule gather_signatures:
         images="results/data/images.csv",
         shards=shard_files(),
     output:
-        signatures="results/signatures/{encoding}-{K}.npy",
+        signatures=f"results/signatures/{names.SIGNATURE}.npy",
     log:
-        "logs/gather_signatures/{encoding}-{K}.log",
+        f"logs/gather_signatures/{names.SIGNATURE}.log",
     benchmark:
-        "benchmarks/rules/gather_signatures/{encoding}-{K}.tsv"
+        f"benchmarks/rules/gather_signatures/{names.SIGNATURE}.tsv"
     conda:
         ENV
     threads: 1
@@ -40,6 +40,6 @@ rule gather_signatures:
         mem_mb=4000,
         runtime=10,
     params:
-        name="{encoding}-{K}",
+        name=names.SIGNATURE,
     script:
         "../scripts/gather_signatures.py"

@@ -3,12 +3,12 @@ rule train_sparse_projector:
         images="results/data/images.csv",
         signatures="results/signatures/{signature}.npy",
     output:
-        projector="results/sparse/{signature}/R{R}-tau{tau}.npz",
-        history="results/sparse/{signature}/R{R}-tau{tau}.csv",
+        projector=f"results/sparse/{{signature}}/{names.PROJECTOR}.npz",
+        history=f"results/sparse/{{signature}}/{names.PROJECTOR}.csv",
     log:
-        "logs/train_sparse_projector/{signature}/R{R}-tau{tau}.log",
+        f"logs/train_sparse_projector/{{signature}}/{names.PROJECTOR}.log",
     benchmark:
-        "benchmarks/rules/train_sparse_projector/{signature}/R{R}-tau{tau}.tsv"
+        f"benchmarks/rules/train_sparse_projector/{{signature}}/{names.PROJECTOR}.tsv"
     conda:
         ENV
     threads: 1
@@ -16,6 +16,8 @@ rule train_sparse_projector:
         mem_mb=4000,
         runtime=training_runtime,
     params:
+        encoding=signature_encoding,
+        codebook_size=signature_codebook_size,
         n_components=projector_dim,
         sparsity=projector_sparsity,
         max_iter=config["sparse"]["max_iter"],
@@ -74,6 +76,8 @@ rule cost_table:
     resources:
         mem_mb=4000,
         runtime=20,
+    params:
+        signature=convergence_signature(),
     script:
         "../scripts/cost_table.py"
 
@@ -84,7 +88,11 @@ rule convergence_figures:
         fig3=figure3_histories(),
         fig4=figure4_histories(),
     output:
-        figures=report_figures(),
+        figures=[
+            path
+            for name, label in CONVERGENCE_FIGURES.items()
+            for path in report_figure(name, label)
+        ],
     log:
         "logs/convergence_figures.log",
     benchmark:

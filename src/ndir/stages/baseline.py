@@ -4,20 +4,21 @@ import logging
 
 import pandas as pd
 
-from .. import report
+from .. import names, report
 from ..atomic import write_csv
 from ..baselines import baseline_grid, evaluate_baselines
 from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ..evaluation import ns_score as ns_score_of
 from ..projection import PCAProjection
 from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem
-from .common import signature_name, split_signatures
+from .common import split_signatures
 
 logger = logging.getLogger(__name__)
 
 
-def evaluate_pca_baseline(images, signatures, results, dims, ns_score=False):
-    """Test-split mAP of full signatures and of PCA-R reductions fitted on train.
+def evaluate_pca_baseline(images, signatures, results, encoding, codebook_size, dims, ns_score=False):
+    """Test-split mAP of full signatures (the ``encoding`` signatures with a codebook of
+    ``codebook_size`` words) and of PCA-R reductions fitted on train.
 
     Writes a CSV with columns ``signature, encoding, K, dim, R, map, n_queries,
     map_low, map_high, ns`` (R = 0 for the full signature, mAP in [0, 1]; the 95 %
@@ -26,8 +27,7 @@ def evaluate_pca_baseline(images, signatures, results, dims, ns_score=False):
     (:func:`ndir.evaluation.ns_score`, out of 4) when ``ns_score`` (on UKBench), NaN
     otherwise.
     """
-    name = signature_name(signatures)
-    encoding_name, K = name.split("-")
+    name = names.signature_name(encoding, codebook_size)
     splits = split_signatures(images, signatures)
     X_train, _, _ = splits["train"]
     X_test, groups, is_query = splits["test"]
@@ -43,8 +43,8 @@ def evaluate_pca_baseline(images, signatures, results, dims, ns_score=False):
         rows.append(row(R, PCAProjection(n_components=R).fit(X_train).transform(X_test)))
     out = pd.DataFrame(rows)
     out.insert(0, "dim", X_test.shape[1])
-    out.insert(0, "K", int(K))
-    out.insert(0, "encoding", encoding_name)
+    out.insert(0, "K", int(codebook_size))
+    out.insert(0, "encoding", encoding)
     out.insert(0, "signature", name)
     write_csv(out, results)
     logger.info("%s: %s", name, out.to_dict("records"))

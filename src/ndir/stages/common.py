@@ -9,7 +9,6 @@ The stage modules' counterpart of ``workflow/rules/common.smk``. Atomic writes a
 import logging
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -134,12 +133,6 @@ def split_together(images, split):
         raise ResultFileError(f"{images}: no 'together' column (written by an older ndir); rerun index_dataset")
     mask = (table["split"] == split).to_numpy()
     return table.loc[mask, "together"].to_numpy(dtype=object)
-
-
-def signature_name(path):
-    """The signature name of a codebook (``.npz``) or signature (``.npy``) file:
-    ``results/codebooks/fv-64.npz`` and ``results/signatures/fv-64.npy`` -> ``fv-64``."""
-    return Path(path).name.removesuffix(".npz").removesuffix(".npy")
 
 
 # --------------------------------------------------------------------------- splits

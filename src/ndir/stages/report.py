@@ -14,7 +14,7 @@ from ..evaluation import misses_near_duplicates, top_k
 from ..projection import PCAProjection, load_projector
 from ..provenance import hardware_table
 from ..provenance import run_info as gather_run_info
-from .common import read_image_table, signature_name, split_signatures
+from .common import read_image_table, split_signatures
 
 logger = logging.getLogger(__name__)
 
@@ -63,21 +63,21 @@ def pick_queries(failed, n, seed):
     return sorted(chosen)
 
 
-def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, seed):
+def retrievals_figure(images, signatures, projector, figure, signature, n_queries, k, seed):
     """The retrievals figure: ``n_queries`` test queries (seeded choice, at least one
     whose top ``k`` misses near duplicates under some method, when one does) and their
     top ``k`` under the full signature, PCA to R (fitted on the training split, as in
     Table I) and the sparse projector (R and tau of ``projector``), reduced signatures
     L2-normalised as in Tables I and II; each method's AP for that query is printed.
 
-    ``png``, ``pdf``: the figure files to write.
+    ``signature``: the name of the ``signatures``, which the projector must have been
+    learned on. ``figure``: the files to write (PNG and PDF).
     """
     from ..figures import retrievals_figure as draw  # matplotlib, only for the stages that draw
 
-    name = signature_name(signatures)
     U, meta = load_projector(projector)
-    if meta.get("signature", name) != name:
-        raise ResultFileError(f"{projector}: projector for {meta['signature']}, not {name}; rerun train_sparse_projector")
+    if meta.get("signature", signature) != signature:
+        raise ResultFileError(f"{projector}: projector for {meta['signature']}, not {signature}; rerun train_sparse_projector")
     R, tau = U.shape[1], meta["sparsity"]
     table = read_image_table(images)
     test = table[table["split"] == "test"].reset_index(drop=True)
@@ -88,7 +88,7 @@ def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, see
     k = min(int(k), len(test) - 1)
     # Reduced signatures are L2-normalised, as Tables I and II score them.
     methods = {
-        f"{name.upper()}\n(full, D = {X_test.shape[1]:,})": X_test,
+        f"{signature.upper()}\n(full, D = {X_test.shape[1]:,})": X_test,
         f"PCA\nR = {R}": PCAProjection(n_components=R).fit(X_train).transform(X_test),
         f"sparse rank\nR = {R}, τ = {tau:g}": l2_normalise_rows(X_test @ U.toarray()),
     }
@@ -125,7 +125,7 @@ def retrievals_figure(images, signatures, projector, png, pdf, n_queries, k, see
         )
     logger.info("%d of %d test queries miss near duplicates in their top %d under some method", failed.sum(), failed.size, k)
     title = (
-        f"{name.upper()}, test split: {len(chosen)} queries (blue) and their top {k}; "
+        f"{signature.upper()}, test split: {len(chosen)} queries (blue) and their top {k}; "
         "green: near duplicate, red: not; AP of the query under each method"
     )
-    draw(blocks, [png, pdf], title=title)
+    draw(blocks, list(figure), title=title)

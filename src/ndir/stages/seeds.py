@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .. import bovw, comparison, report
+from .. import bovw, comparison, names, report
 from ..atomic import atomic_output, write_csv, write_json
 from ..baselines import mean_over_seeds
 from ..descriptors import image_descriptors_with
@@ -26,7 +26,6 @@ from .common import (
     check_shard_order,
     read_image_table,
     read_shard,
-    signature_name,
     split_rows,
     split_signatures,
     split_together,
@@ -93,9 +92,10 @@ def _tfidf_splits(images, counts):
     return {name: (bovw.tfidf(C, idf), groups, is_query) for name, (C, groups, is_query) in splits.items()}
 
 
-def _learning_splits(images, signatures):
-    """Splits of the learners' input: tf-idf for the word counts (``.npz``), else VLAD/FV."""
-    if str(signatures).endswith(".npz"):
+def _learning_splits(images, signatures, name):
+    """Splits of the learners' input ``name``: tf-idf for :data:`ndir.names.TFIDF` (``signatures``
+    are then the word counts), else the VLAD/FV signatures of that name."""
+    if name == names.TFIDF:
         return _tfidf_splits(images, signatures)
     return split_signatures(images, signatures)
 
@@ -149,18 +149,21 @@ SOML_VARIANTS = {
 }
 
 
-def train_soml(images, signatures, model, record, variant, options, negatives_per_pair, epochs, seed, ns_score=False):
+def train_soml(
+    images, signatures, model, record, signature, variant, options, negatives_per_pair, epochs, seed, ns_score=False
+):
     """Learn a SOML diagonal metric (Gao et al. 2014) on the training split; record its test mAP.
 
     ``variant`` ``"tg"`` (truncated gradient), ``"da"`` or ``"da-algorithm2"`` (dual
     averaging, the two readings of ``SOMLDualAveraging.update``) with the ``options``
-    of its estimator. Writes the weights (``.npz``) and a comparison record (with the
-    N-S score when ``ns_score``, on UKBench).
+    of its estimator, on the input ``signature``: :data:`ndir.names.TFIDF` (``signatures``
+    are the word counts) or a signature name. Writes the weights (``.npz``) and a
+    comparison record (with the N-S score when ``ns_score``, on UKBench).
     """
     if variant not in SOML_VARIANTS:
         raise ConfigError(f"seeds.soml: variant {variant!r} is none of {sorted(SOML_VARIANTS)}")
     estimator_class, method = SOML_VARIANTS[variant]
-    splits = _learning_splits(images, signatures)
+    splits = _learning_splits(images, signatures, signature)
     X_train, groups_train, _ = splits["train"]
     estimator = estimator_class(**options, negatives_per_pair=negatives_per_pair, n_epochs=epochs, random_state=seed)
     start = time.perf_counter()
@@ -169,10 +172,9 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
     X_test, groups, is_query = splits["test"]
     quality, Q = _test_quality_and_queries(estimator.score_pairs, X_test, groups, is_query, ns_score)
     mapped = estimator.transform(Q)
-    name = "tfidf" if str(signatures).endswith(".npz") else signature_name(signatures)
     result = {
         "method": method,
-        "signature": name,
+        "signature": signature,
         "query_dims": comparison.mean_nonzeros(mapped),
         "model_bytes": int(estimator.model_bytes_),
         # The database keeps each signature on the support of w: sparse tf-idf stays
@@ -189,9 +191,9 @@ def train_soml(images, signatures, model, record, variant, options, negatives_pe
         "n_active": int(estimator.n_active_),
     }
     with atomic_output(model) as tmp:
-        np.savez(tmp, coef=estimator.coef_, variant=np.asarray(variant), signature=np.asarray(name))
+        np.savez(tmp, coef=estimator.coef_, variant=np.asarray(variant), signature=np.asarray(signature))
     write_json(comparison.check_record(result), record)
-    logger.info("SOML-%s on %s: %s", variant.upper(), name, result)
+    logger.info("SOML-%s on %s: %s", variant.upper(), signature, result)
 
 
 def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed, ns_score=False):
@@ -242,16 +244,27 @@ def train_similarity_matrix(images, counts, vocabulary, model, record, options, 
 
 
 def seeds_comparison(
-    images, records, signatures, projectors, histories, baselines, table, figure, records_csv, dims, ns_score=False
+    images,
+    records,
+    signatures,
+    projectors,
+    histories,
+    baselines,
+    table,
+    figure,
+    records_csv,
+    signature_names,
+    dims,
+    ns_score=False,
 ):
     """The comparison table and figure: the seeds' learners, PCA, the sparse projectors
     and the reductions a user would pick instead.
 
     ``records`` are the JSON records of the tf-idf baseline, the seeds' learners and
     the JCF runs (:mod:`ndir.stages.jcf`); PCA is fitted here for each of ``dims`` on
-    each of ``signatures``; the sparse rank projectors (``projectors``, with their
-    ``histories``) were trained by :func:`ndir.stages.sparse.train_sparse_projector`;
-    ``baselines`` are the records of
+    each of ``signatures`` (named ``signature_names``, in their order); the sparse rank
+    projectors (``projectors``, with their ``histories``) were trained by
+    :func:`ndir.stages.sparse.train_sparse_projector`; ``baselines`` are the records of
     :func:`ndir.stages.baseline.evaluate_reduction_baselines` on ``signatures``, the
     random projections' averaged over their seeds (:func:`ndir.baselines.mean_over_seeds`).
     Every record is also written to ``records_csv`` (the units of :mod:`ndir.comparison`).
@@ -267,8 +280,7 @@ def seeds_comparison(
     ns_keys = (comparison.NS_KEY,) if ns_score else ()
     rows = [comparison.read_record(path, ns_keys) for path in records]
     test_splits = {}
-    for path in signatures:
-        name = signature_name(path)
+    for path, name in zip(signatures, signature_names, strict=True):
         splits = split_signatures(images, path)
         X_train = splits["train"][0]
         X_test, groups, is_query = test_splits[name] = splits["test"]

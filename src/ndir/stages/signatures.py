@@ -9,7 +9,7 @@ from ..codebooks import encode_image, load_codebook
 from ..descriptors import image_descriptors_with
 from ..encoding import power_l2_normalise
 from ..model_files import read_result_arrays
-from .common import check_shard_order, read_shard, signature_name
+from .common import check_shard_order, read_shard
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,8 @@ def encode_shard(images, codebooks, signatures, shard, n_shards, alpha, descript
     one (n_shard_images, D) float32 array per codebook name and ``image_id``.
     """
     part = read_shard(images, shard, n_shards)
-    models = {signature_name(path): load_codebook(path)[0] for path in codebooks}
+    # Named by their contents (encoding and K), as gather_signatures names its signatures.
+    models = {name: model for model, name in map(load_codebook, codebooks)}
     out = {name: np.zeros((len(part), model.dim), dtype=np.float32) for name, model in models.items()}
     for i, path in enumerate(part["path"]):
         for name, signature in encode_image(image_descriptors_with(path, descriptors), models).items():

@@ -1,14 +1,13 @@
 """Stages of ``workflow/rules/sparse.smk``: sparse rank projectors, Table II, their costs and Figures 2-4."""
 
 import logging
-import re
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import report
+from .. import names, report
 from ..atomic import atomic_output, write_csv
 from ..baselines import mean_over_seeds
 from ..encoding import l2_normalise_rows
@@ -19,7 +18,7 @@ from ..model_files import read_result
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ..projection.product import TransposedBlocks
 from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem, test_queries
-from .common import signature_name, split_signatures
+from .common import split_signatures
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +62,8 @@ def train_sparse_projector(
     signatures,
     projector,
     history,
+    encoding,
+    codebook_size,
     n_components,
     sparsity,
     max_iter,
@@ -79,8 +80,11 @@ def train_sparse_projector(
 ):
     """Learn a sparse rank projector (Algorithm 1) on the training split.
 
-    Writes the projector (``.npz``, see :mod:`ndir.projection.storage`) and its
-    history (CSV): one row per iteration with the objective (Eq. 13), the objective
+    ``signatures`` are the ``encoding`` signatures with a codebook of ``codebook_size``
+    words; ``n_components`` is R, ``sparsity`` tau. Writes the projector (``.npz``, see
+    :mod:`ndir.projection.storage`; its meta records the signature name, R and tau) and
+    its history (CSV): one row per iteration with the run's parameters
+    (:data:`HISTORY_RUN_COLUMNS`), the objective (Eq. 13), the objective
     before that step's l0 projection and the step size, and every
     ``eval_every`` steps the train and test mAP under both scorings
     (``{train,test}_map_{dot,l2}``, in [0, 1]); with fewer than
@@ -156,11 +160,15 @@ def train_sparse_projector(
         }
     )
     curve = curve.merge(pd.DataFrame(measured), on="iteration", how="left")
+    signature = names.signature_name(encoding, codebook_size)
+    run = {"signature": signature, "encoding": encoding, "K": int(codebook_size), "R": int(n_components), "tau": float(sparsity)}
+    # The run's parameters first, in every row: the history says whose it is.
+    curve = pd.concat([pd.DataFrame(run, index=curve.index), curve], axis=1)
     with atomic_output(projector) as tmp:
         save_projector(
             tmp,
             model.components_,
-            signature=signature_name(signatures),
+            signature=signature,
             n_features=int(X_train.shape[1]),
             n_components=int(n_components),
             sparsity=float(sparsity),
@@ -175,18 +183,22 @@ def train_sparse_projector(
     write_csv(curve, history)
 
 
-#: The name of a training's history: ``R<R>-tau<tau>.csv``.
-HISTORY_NAME = re.compile(r"R(\d+)-tau(\d+(?:\.\d+)?)")
+#: The columns of a training history that record its run, the same in every row.
+HISTORY_RUN_COLUMNS = ("signature", "encoding", "K", "R", "tau")
 
 
 def read_history(path):
-    """A training history and its run's (signature, R, tau) from its path
-    (``results/sparse/<signature>/R<R>-tau<tau>.csv``)."""
-    path = Path(path)
-    name = HISTORY_NAME.fullmatch(path.stem)
-    if name is None:
-        raise ResultFileError(f"{path}: not a training history's name (R<R>-tau<tau>.csv, as train_sparse_projector writes)")
-    return path.parent.name, int(name[1]), float(name[2]), pd.read_csv(path)
+    """A training history and its run's (signature, R, tau), which the history records
+    in its columns :data:`HISTORY_RUN_COLUMNS` (a file's path says nothing)."""
+    curve = pd.read_csv(path)
+    missing = [column for column in HISTORY_RUN_COLUMNS if column not in curve]
+    if missing or curve.empty:
+        raise ResultFileError(
+            f"{path}: a training history without its run's {', '.join(missing or HISTORY_RUN_COLUMNS)} "
+            "(written before histories recorded them, or cut short); rerun train_sparse_projector"
+        )
+    run = curve.iloc[0]
+    return run["signature"], int(run["R"]), float(run["tau"]), curve
 
 
 def final_maps(histories, split="test", scoring="l2", metric="map"):
@@ -204,12 +216,11 @@ def final_maps(histories, split="test", scoring="l2", metric="map"):
         maps = curve[column].dropna() if column in curve else []
         if len(maps) == 0:
             raise ResultFileError(f"{path}: no {column} measured (an older or interrupted history); rerun train_sparse_projector")
-        encoding_name, K = signature.split("-")
         rows.append(
             {
                 "signature": signature,
-                "encoding": encoding_name,
-                "K": int(K),
+                "encoding": curve["encoding"].iloc[0],
+                "K": int(curve["K"].iloc[0]),
                 "R": R,
                 "tau": tau,
                 "initial": maps.iloc[0],
@@ -263,8 +274,9 @@ def table2(histories, baselines, data_report, table, table_dot, ablation):
     report.write_table(ablation_table, table_stem(ablation), caption=table_caption(title, data_report, paper_table=False))
 
 
-def cost_table(images, signatures, projectors, histories, table):
-    """Storage and projection cost of each (R, tau) projector, with its test mAP."""
+def cost_table(images, signatures, projectors, histories, table, signature):
+    """Storage and projection cost of each (R, tau) projector of the ``signature``
+    signatures (its name), with its test mAP."""
     X_test = split_signatures(images, signatures)["test"][0]
     maps = final_maps(histories).set_index(["R", "tau"])["final"]
     rows = []
@@ -275,7 +287,7 @@ def cost_table(images, signatures, projectors, histories, table):
         row.update(projection_latency(U, X_test))
         row["test_map"] = maps.loc[(row["R"], row["tau"])]
         rows.append(row)
-    report.write_table(report.cost_table(pd.DataFrame(rows), signature=signature_name(signatures)), table_stem(table))
+    report.write_table(report.cost_table(pd.DataFrame(rows), signature=signature), table_stem(table))
 
 
 def convergence_figures(fig2, fig3, fig4, figures, signature):

@@ -1,0 +1,45 @@
+"""The run's final tables and figures are listed once, by ``final_outputs()`` in
+workflow/rules/common.smk: rule all and write_run_info ask for that list, and a table or
+figure a rule puts in the report without being on it fails here."""
+
+from collections import Counter
+from contextlib import contextmanager
+
+import pytest
+from snakemake.api import SnakemakeApi
+from snakemake.io import is_flagged
+from snakemake.settings.types import ConfigSettings, OutputSettings, Quietness, ResourceSettings
+
+from .conftest import REPO
+
+#: write_run_info's own files: the run's provenance, in the report beside the results.
+PROVENANCE = {"results/run_info.json", "results/hardware.html"}
+
+
+@contextmanager
+def parsed_workflow(config, workdir):
+    """The workflow's rules and globals, parsed (no DAG built, nothing run) with ``config``."""
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(),
+            config_settings=ConfigSettings(configfiles=[REPO / config]),
+            snakefile=REPO / "Snakefile",
+            workdir=workdir,
+        )
+        yield workflow_api._workflow  # snakemake's API gives the rules no public door
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "tests/configs/tiny.yaml"])
+def test_all_and_write_run_info_ask_for_the_final_outputs_and_the_report_holds_no_other(config, tmp_path):
+    with parsed_workflow(config, tmp_path) as workflow:
+        final = workflow.globals["final_outputs"]()
+        rules = {rule.name: rule for rule in workflow.rules}
+    assert len(final) == len(set(final)) > 0
+    assert set(map(str, rules["all"].input)) == set(final) | {"results/run_info.json"}
+    assert set(final) <= set(map(str, rules["write_run_info"].input))
+    # Each final output is written by one rule, and every file a rule puts in the
+    # report (seeds and JCF included: both configs enable them) is a final output.
+    writers = Counter(str(path) for rule in workflow.rules for path in rule.output)
+    assert all(writers[path] == 1 for path in final), [path for path in final if writers[path] != 1]
+    reported = {str(path) for rule in workflow.rules for path in rule.output if is_flagged(path, "report")}
+    assert reported - PROVENANCE <= set(final), sorted(reported - PROVENANCE - set(final))
