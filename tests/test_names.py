@@ -30,6 +30,7 @@ def test_names_are_spelled_as_the_workflow_files_are():
     assert names.jcf_run_name(64, 32, 8) == "K64-R32-k8"
     assert names.jcf_run_name(1, 16) == "K1-R16"
     assert names.PROJECTOR_FILE_HINT == "results/sparse/<signature>/R<R>-tau<tau>.npz"
+    assert names.CODEBOOK_FILE_HINT == "results/codebooks/<vlad|fv>-<K>.npz"
 
 
 @pytest.mark.parametrize("encoding", names.ENCODINGS)

@@ -391,7 +391,7 @@ def build_parser():
         "--model",
         required=True,
         metavar="NPZ",
-        help="codebook, results/codebooks/<vlad|fv>-<K>.npz",
+        help=f"codebook, {names.CODEBOOK_FILE_HINT}",
     )
     index.add_argument(
         "--projector",

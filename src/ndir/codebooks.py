@@ -681,7 +681,7 @@ def load_codebook(path):
     if kind not in CODEBOOK_CLASSES:
         hint = "the descriptor PCA is part of each FV codebook" if kind == "descriptor_pca" else f"it is a {KINDS[kind]}"
         raise NdirInputError(
-            f"{path}: not a VLAD or FV codebook ({hint}); pass --codebook results/codebooks/<vlad|fv>-<K>.npz"
+            f"{path}: not a VLAD or FV codebook ({hint}); pass --codebook {names.CODEBOOK_FILE_HINT}"
         )
     codebook = CODEBOOK_CLASSES[kind].load(path)
     return codebook, names.signature_name(kind, codebook.n_clusters)

@@ -41,7 +41,8 @@ WILDCARD_CONSTRAINTS = {
     "jcf_run": JCF_RUN.format(K=_NUMBER, R=_NUMBER) + "(" + JCF_SHARED.format(k=_NUMBER) + ")?",
 }
 
-#: Where a projector lies, in the words of error messages and ``--help``.
+#: Where a codebook and a projector lie, in the words of error messages and ``--help``.
+CODEBOOK_FILE_HINT = f"results/codebooks/{SIGNATURE.format(encoding='<' + '|'.join(ENCODINGS) + '>', K='<K>')}.npz"
 PROJECTOR_FILE_HINT = f"results/sparse/<signature>/{PROJECTOR.format(R='<R>', tau='<tau>')}.npz"
 
 

@@ -161,7 +161,13 @@ def train_sparse_projector(
     )
     curve = curve.merge(pd.DataFrame(measured), on="iteration", how="left")
     signature = names.signature_name(encoding, codebook_size)
-    run = {"signature": signature, "encoding": encoding, "K": int(codebook_size), "R": int(n_components), "tau": float(sparsity)}
+    run = {
+        "signature": signature,
+        "encoding": encoding,
+        "K": int(codebook_size),
+        "R": int(n_components),
+        "tau": float(sparsity),
+    }
     # The run's parameters first, in every row: the history says whose it is.
     curve = pd.concat([pd.DataFrame(run, index=curve.index), curve], axis=1)
     with atomic_output(projector) as tmp:
@@ -192,10 +198,10 @@ def read_history(path):
     in its columns :data:`HISTORY_RUN_COLUMNS` (a file's path says nothing)."""
     curve = pd.read_csv(path)
     missing = [column for column in HISTORY_RUN_COLUMNS if column not in curve]
-    if missing or curve.empty:
+    if missing:
         raise ResultFileError(
-            f"{path}: a training history without its run's {', '.join(missing or HISTORY_RUN_COLUMNS)} "
-            "(written before histories recorded them, or cut short); rerun train_sparse_projector"
+            f"{path}: a training history without its run's {', '.join(missing)} "
+            "(written before histories recorded them); rerun train_sparse_projector"
         )
     run = curve.iloc[0]
     return run["signature"], int(run["R"]), float(run["tau"]), curve
