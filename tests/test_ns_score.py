@@ -154,7 +154,7 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
 
 
 def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
-    from ndir.report import test_queries
+    from ndir.report import n_test_queries
     from ndir.stages.data import index_dataset
 
     from .test_data import _photo, _write
@@ -174,7 +174,7 @@ def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
         descriptors={"max_width": 512, "step": 4, "cell_sizes": [4, 8]},
         max_dim=4,
     )
-    assert test_queries(out["report.json"]) == 16  # 4 groups of 4 images, each a query
+    assert n_test_queries(out["report.json"]) == 16  # 4 groups of 4 images, each a query
 
 
 def _ukbench_like(folder, n_groups=16, dims=64, seed=3):

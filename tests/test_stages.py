@@ -99,9 +99,9 @@ def test_bad_images_are_skipped_logged_and_counted(tmp_path, caplog):
     assert (report["n_images_skipped"], report["n_files_ignored"]) == (2, 3)
     # One query per Holidays group: as many test queries as test groups.
     assert report["splits"]["test"]["n_queries"] == report["splits"]["test"]["n_groups"]
-    from ndir.report import test_queries
+    from ndir.report import n_test_queries
 
-    assert test_queries(tmp_path / "out/report.json") == report["splits"]["test"]["n_groups"]
+    assert n_test_queries(tmp_path / "out/report.json") == report["splits"]["test"]["n_groups"]
     assert input_summary(tmp_path / "out/report.json", listing) == (
         f"ndir: {len(images)} images of {folder} used; 2 skipped as unusable and 3 other files ignored, "
         f"each listed with its reason in {listing}"

@@ -597,7 +597,7 @@ def table_caption(title, data_report, paper_table=True):
     return caption + " The paper's values (INRIA Holidays) are shown only on INRIA Holidays."
 
 
-def test_queries(data_report):
+def n_test_queries(data_report):
     """Number of test queries of the data set of ``data_report``: one per test group,
     every test image on UKBench (a report written before it counted queries has only
     the groups)."""

@@ -17,7 +17,7 @@ from ..evaluation import ns_score as ns_score_of
 from ..model_files import read_result
 from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ..projection.product import TransposedBlocks
-from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem, test_queries
+from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem, n_test_queries
 from .common import split_signatures
 
 logger = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ def table2(histories, baselines, data_report, table, table_dot, ablation):
             intervals = tuple(
                 report.table2(maps[scoring].assign(final=maps[scoring][f"final_{bound}"])) for bound in ("low", "high")
             )
-            caption += interval_note(test_queries(data_report))
+            caption += interval_note(n_test_queries(data_report))
         frame = report.table2(maps[scoring], paper=paper)
         if with_ns:
             scores = final_maps(histories, scoring=scoring, metric="ns")
