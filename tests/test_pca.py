@@ -145,3 +145,17 @@ def test_duplicate_training_images_are_reported():
 @parametrize_with_checks([PCAProjection(1), PCAProjection(2, whiten=True)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e4])
+def test_the_rank_check_is_relative_to_the_largest_eigenvalue(scale):
+    """PCA's axes do not depend on the signatures' unit: tiny values are a full rank,
+    and duplicate rows are rank-deficient, whatever their scale."""
+    X = low_rank_signatures(40, 300, seed=5)
+    reference = PCAProjection(8).fit(X)
+    scaled = PCAProjection(8).fit(X * np.float32(scale))
+    np.testing.assert_allclose(scaled.explained_variance_, reference.explained_variance_ * scale**2, rtol=1e-4)
+    np.testing.assert_allclose(scaled.components_, reference.components_, rtol=0, atol=1e-4)
+    duplicates = np.repeat(low_rank_signatures(4, 100), 3, axis=0) * np.float32(scale)  # rank 3
+    with pytest.raises(ValueError, match="span fewer than n_components=5"):
+        PCAProjection(5).fit(duplicates)
