@@ -284,6 +284,42 @@ def test_table1_rows_carry_95_percent_intervals_printed_when_queries_are_few(tmp
     assert f"{100 * mean_ap:.2f} [" not in (tmp_path / "table1.md").read_text()
 
 
+def test_table1_shows_each_signatures_dim_and_its_ns_score_out_of_4_on_ukbench(tmp_path):
+    """evaluate_pca_baseline writes the columns its docstring lists, in that order, with
+    the signature's dimension; Table I shows each N-S score (out of 4, 2 decimals)
+    beside its mAP."""
+    from ndir.evaluation import ns_score
+    from ndir.stages.baseline import evaluate_pca_baseline
+
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(16), 4)
+    table = pd.DataFrame(
+        {
+            "image_id": [f"ukbench{j:05d}" for j in range(groups.size)], "path": "x", "group": groups,
+            "is_query": True, "split": np.where(groups < 8, "train", "test"),
+        }
+    )  # fmt: skip
+    table.to_csv(tmp_path / "images.csv", index=False)
+    X = (rng.normal(size=(16, 12))[groups] + 0.9 * rng.normal(size=(groups.size, 12))).astype(np.float32)
+    np.save(tmp_path / "vlad-4.npy", X)
+    results = tmp_path / "vlad-4.csv"
+    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "vlad-4.npy", results, dims=[3], ns_score=True)
+    rows = pd.read_csv(results)
+    columns = ["signature", "encoding", "K", "dim", "R", "map", "n_queries", "map_low", "map_high", "ns"]
+    assert list(rows.columns) == columns
+    assert rows["dim"].tolist() == [12, 12] and rows["R"].tolist() == [0, 3]
+    test = groups >= 8
+    assert rows.loc[0, "ns"] == pytest.approx(ns_score(X[test], groups[test], np.ones(32, bool)))
+
+    report = _data_report(tmp_path / "report.json", "ukbench", 64, 16)
+    table1([str(results)], str(report), [str(tmp_path / f"table1.{suffix}") for suffix in ("csv", "md", "tex")])
+    shown = pd.read_csv(tmp_path / "table1.csv")
+    assert list(shown.columns) == ["Sign.", "Dim.", "Full", "N-S Full", "3", "N-S 3"]
+    assert shown["N-S Full"].tolist() == [round(rows.loc[0, "ns"], 2)]
+    assert shown["N-S 3"].tolist() == [round(rows.loc[1, "ns"], 2)]
+    assert "N-S: UKBench's score" in (tmp_path / "table1.md").read_text()
+
+
 @pytest.mark.parametrize("sparsity", [0.99, 0.5])
 def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
     """The history's mAPs: ``X U`` through the sparse U (tau = 0.99) or dense BLAS
