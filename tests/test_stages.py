@@ -441,6 +441,29 @@ def test_signatures_of_another_image_table_name_both_files(tmp_path):
         split_signatures(images, signatures)
 
 
+def test_signatures_of_more_than_256_images_split_by_the_table(tmp_path):
+    """A table of 300 images (past CPython's cached small ints, so that a row count is
+    compared by value): each split gets its own rows, groups and queries, in order."""
+    from ndir.stages.common import split_signatures
+
+    n = 300
+    split = np.where(np.arange(n) % 3 == 0, "test", "train")
+    pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(n)], "path": "x", "group": np.arange(n) // 2,
+            "is_query": np.arange(n) % 2 == 0, "split": split,
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    X = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+    np.save(tmp_path / "fv-2.npy", X)
+    splits = split_signatures(tmp_path / "images.csv", tmp_path / "fv-2.npy")
+    for name in ("train", "test"):
+        rows = np.flatnonzero(split == name)
+        np.testing.assert_array_equal(splits[name][0], X[rows])
+        np.testing.assert_array_equal(splits[name][1], rows // 2)
+        np.testing.assert_array_equal(splits[name][2], rows % 2 == 0)
+
+
 def test_damaged_results_are_named_with_the_fix(tmp_path):
     """A signature file or a shard cut short: ResultFileError naming the file and what
     to do, instead of NumPy's or zipfile's bare error."""
