@@ -95,6 +95,11 @@ def test_pq_scores_are_asymmetric_distances(splits):
 def test_pq_refuses_codes_that_do_not_split_the_reduction(splits):
     with pytest.raises(ValueError, match="must divide"):
         ProductQuantizer(10, 8).fit(splits["train"][0])
+    # 3 bytes of 5-bit indices are 4.8 sub-quantisers: refused, though 4 divide 8 dimensions.
+    with pytest.raises(ValueError, match="3 bytes of 5-bit indices on 8 dimensions: .* must divide"):
+        ProductQuantizer(8, 3, nbits=5).fit(splits["train"][0])
+    with pytest.raises(ValueError, match="must divide"):
+        ProductQuantizer(8.0, 8).fit(splits["train"][0])
     with pytest.raises(ValueError, match="lower nbits"):
         ProductQuantizer(16, 8, nbits=8).fit(splits["train"][0][:100])
 
