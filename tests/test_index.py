@@ -215,3 +215,38 @@ def test_available_cpus_falls_back_to_cpu_count_without_an_affinity_mask(monkeyp
     assert ndir.available_cpus() == 7
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert ndir.available_cpus() == 1
+
+
+def test_a_batch_of_queries_gets_each_querys_own_results(tiny_models):
+    """Several projections searched at once: each query's results are those it gets
+    alone, with its own image left out."""
+    table = tiny_models["table"]
+    index, _ = ndi.build_index(ndi.image_files(tiny_models["images"]), encoder_of(tiny_models))
+    Y = tiny_models["X"] @ tiny_models["U"].toarray()
+    paths = list(table["path"].iloc[:3])
+    batch = index.search(Y[:3], k=4, exclude=paths)
+    assert len(batch) == 3
+    for q in range(3):
+        assert batch[q] == index.search(Y[q : q + 1], k=4, exclude=[paths[q]])[0]
+        assert paths[q] not in [path for path, _ in batch[q]] and len(batch[q]) == 4
+
+
+def test_a_codebook_is_refused_with_what_the_file_is(tiny_models, tmp_path):
+    """A projector, or an .npz of a kind ndir does not know, passed as a codebook: the
+    error says which it is."""
+    with pytest.raises(NdirInputError, match=r"not a VLAD or FV codebook \(this is a projector\)"):
+        ndi.load_codebook(tiny_models["projector"])
+    other = tmp_path / "other.npz"
+    np.savez(other, kind=np.array("unknown"), values=np.zeros(3))
+    with pytest.raises(NdirInputError, match=r"other.npz: not a VLAD or FV codebook \(its kind is 'unknown'\)"):
+        ndi.load_codebook(other)
+
+
+@pytest.mark.parametrize("name", ["table.csv", "figure.png", "notes.txt"])
+def test_describe_names_a_file_that_is_no_model(tmp_path, name):
+    """A table, figure or note of a run (any suffix but .npz, not a zip): not a model
+    file, and nothing to rebuild."""
+    path = tmp_path / name
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(NdirInputError, match=f"{name}: not an ndir model file"):
+        ndi.describe(path)
