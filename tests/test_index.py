@@ -250,3 +250,23 @@ def test_describe_names_a_file_that_is_no_model(tmp_path, name):
     path.write_text("a,b\n1,2\n")
     with pytest.raises(NdirInputError, match=f"{name}: not an ndir model file"):
         ndi.describe(path)
+
+
+@pytest.mark.parametrize("n_jobs", [2, 3])
+def test_threads_work_ahead_on_at_most_4_images_each(n_jobs):
+    """encoded_images on n_jobs threads takes the paths as the results go: when it
+    hands back an image, at most 4 n_jobs images have been taken and not yet handed
+    back (that one included), and the threads do work ahead that far."""
+    taken = []
+
+    def paths():
+        for i in range(40):
+            taken.append(i)
+            yield i
+
+    ahead = []
+    with closing(ndi.encoded_images(paths(), lambda i: np.full(3, i, dtype=np.float32), n_jobs=n_jobs)) as results:
+        for k, (path, y) in enumerate(results):
+            assert path == k and np.array_equal(y, np.full(3, k, dtype=np.float32))
+            ahead.append(len(taken) - k)
+    assert len(ahead) == 40 and max(ahead) == 4 * n_jobs

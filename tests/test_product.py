@@ -138,10 +138,18 @@ def test_float64_inner_is_the_float64_product_in_any_blocks(block_bytes, monkeyp
     np.testing.assert_allclose(gram, A64 @ A64.T, rtol=1e-13, atol=1e-12)
 
 
-@pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.parametrize("n_jobs", [1, 4])
+def test_an_empty_batch_projects_to_no_rows(n_jobs):
+    """No rows, no blocks: an empty (0, R) result on any number of jobs (no pool of 0 threads)."""
+    U = sp.random(300, 7, density=0.05, random_state=8, format="csc", dtype=np.float32)
+    Y = sparse_batch_product(U, np.zeros((0, 300), dtype=np.float32), n_jobs)
+    assert Y.shape == (0, 7) and Y.dtype == np.float32
+
+
+@pytest.mark.parametrize("n_jobs", [None, 1, 2])
 def test_n_jobs_threads_share_the_blocks_of_rows(n_jobs, monkeypatch):
-    """One job projects on the calling thread; two share two blocks of rows on a pool
-    of their own (the caller only waits), with the same result."""
+    """One job, the default (None here), projects on the calling thread; two share two
+    blocks of rows on a pool of their own (the caller only waits), with the same result."""
     import threading
 
     seen = []
@@ -155,7 +163,8 @@ def test_n_jobs_threads_share_the_blocks_of_rows(n_jobs, monkeypatch):
     rng = np.random.default_rng(8)
     U = sp.random(300, 7, density=0.05, random_state=8, format="csc", dtype=np.float32)
     X = rng.standard_normal((2 * BLOCK_ROWS, 300)).astype(np.float32)
-    np.testing.assert_allclose(sparse_batch_product(U, X, n_jobs), X @ U.toarray(), rtol=1e-5, atol=1e-6)
+    Y = sparse_batch_product(U, X) if n_jobs is None else sparse_batch_product(U, X, n_jobs)
+    np.testing.assert_allclose(Y, X @ U.toarray(), rtol=1e-5, atol=1e-6)
     caller = threading.get_ident()
     assert len(seen) == 2
-    assert set(seen) == {caller} if n_jobs == 1 else caller not in seen
+    assert set(seen) == {caller} if n_jobs in (None, 1) else caller not in seen
