@@ -149,7 +149,7 @@ def test_wrong_projector_is_refused(tiny_models, tmp_path):
     save_projector(wrong_name, U, signature="vlad-2", n_features=U.shape[0])
     with pytest.raises(NdirInputError, match="wrong-name.npz.*vlad-2.*fv-4"):
         ndi.load_encoder(tiny_models["codebook"], wrong_name)
-    with pytest.raises(NdirInputError, match="not a VLAD or FV codebook"):
+    with pytest.raises(NdirInputError, match=r"not a VLAD or FV codebook \(it is a sparse rank projector\)"):
         ndi.load_encoder(tiny_models["projector"], tiny_models["projector"])
 
 
@@ -229,17 +229,6 @@ def test_a_batch_of_queries_gets_each_querys_own_results(tiny_models):
     for q in range(3):
         assert batch[q] == index.search(Y[q : q + 1], k=4, exclude=[paths[q]])[0]
         assert paths[q] not in [path for path, _ in batch[q]] and len(batch[q]) == 4
-
-
-def test_a_codebook_is_refused_with_what_the_file_is(tiny_models, tmp_path):
-    """A projector, or an .npz of a kind ndir does not know, passed as a codebook: the
-    error says which it is."""
-    with pytest.raises(NdirInputError, match=r"not a VLAD or FV codebook \(this is a projector\)"):
-        ndi.load_codebook(tiny_models["projector"])
-    other = tmp_path / "other.npz"
-    np.savez(other, kind=np.array("unknown"), values=np.zeros(3))
-    with pytest.raises(NdirInputError, match=r"other.npz: not a VLAD or FV codebook \(its kind is 'unknown'\)"):
-        ndi.load_codebook(other)
 
 
 @pytest.mark.parametrize("name", ["table.csv", "figure.png", "notes.txt"])
