@@ -1,5 +1,7 @@
 """UKBench's N-S score (ndir.evaluation.ns_score), hand-worked."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -111,7 +113,8 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
 
     from ndir.encoding import l2_normalise_rows
     from ndir.projection import load_projector
-    from ndir.stages.sparse import final_maps, train_sparse_projector
+    from ndir.stages.baseline import evaluate_reduction_baselines
+    from ndir.stages.sparse import final_maps, table2, train_sparse_projector
 
     rng = np.random.default_rng(3)
     groups = np.repeat(np.arange(16), 4)
@@ -151,6 +154,22 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
     assert last["test_ns_l2"] == pytest.approx(ns_score(l2_normalise_rows(Y), groups[test], np.ones(32, bool)))
     scores = final_maps([history], metric="ns")
     assert scores["final"].iloc[0] == last["test_ns_l2"] and 1 <= scores["initial"].iloc[0] <= 4
+
+    # Table II (both scorings) shows each final N-S, out of 4, beside its mAP.
+    baselines = tmp_path / "baselines.csv"
+    evaluate_reduction_baselines(
+        tmp_path / "images.csv", tmp_path / "fv-16.npy", baselines, "fv-16", [4], [0.5], [0], None, 8, 2, 0
+    )
+    report = {"kind": "ukbench", "n_groups": 16, "splits": {"test": {"n_groups": 8, "n_images": 32, "n_queries": 32}}}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    l2, dot, ablation = (
+        [str(tmp_path / f"{name}.{suffix}") for suffix in ("csv", "md", "tex")] for name in ("l2", "dot", "ablation")
+    )
+    table2([history], [baselines], tmp_path / "report.json", l2, dot, ablation)
+    for scoring, shown in (("l2", last["test_ns_l2"]), ("dot", last["test_ns_dot"])):
+        table = pd.read_csv(tmp_path / f"{scoring}.csv")
+        assert list(table.columns) == ["Sign.", "50% R4", "N-S 50% R4"]
+        assert table["N-S 50% R4"].iloc[0] == pytest.approx(shown, abs=0.005)
 
 
 def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):

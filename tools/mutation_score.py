@@ -73,6 +73,8 @@ MODULES = {
         [
             "tests/test_stages.py",
             "tests/test_stages_jcf.py",
+            # The UKBench N-S score through the stages: Table I's baseline rows, a projector's history, Table II.
+            "tests/test_ns_score.py",
             # The retrievals stage (ndir.stages.report), tested beside its drawing.
             "tests/test_figures.py::test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them",
             "tests/test_figures.py::test_stage_refuses_a_projector_of_another_signature",
