@@ -303,7 +303,7 @@ def test_table1_shows_each_signatures_dim_and_its_ns_score_out_of_4_on_ukbench(t
     X = (rng.normal(size=(16, 12))[groups] + 0.9 * rng.normal(size=(groups.size, 12))).astype(np.float32)
     np.save(tmp_path / "vlad-4.npy", X)
     results = tmp_path / "vlad-4.csv"
-    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "vlad-4.npy", results, dims=[3], ns_score=True)
+    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "vlad-4.npy", results, "vlad", 4, dims=[3], ns_score=True)
     rows = pd.read_csv(results)
     columns = ["signature", "encoding", "K", "dim", "R", "map", "n_queries", "map_low", "map_high", "ns"]
     assert list(rows.columns) == columns
