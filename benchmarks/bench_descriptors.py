@@ -18,11 +18,11 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from timing import best_time
 
 import ndir
 from ndir.descriptors import CELL_SIZES, N_CELLS, STEP, dense_grid, dense_hog
 from ndir.preprocess import preprocess
-from timing import best_time
 
 
 def photos_512x384(n_images):
@@ -73,9 +73,7 @@ def main():
     hog_seconds, sift_seconds = [], []
     for name, image in images:
         descriptors = dense_hog(image, step=STEP, cell_sizes=CELL_SIZES)
-        hog_seconds.append(
-            best_time(lambda: dense_hog(image, STEP, CELL_SIZES), args.repeats, warmup=False)
-        )
+        hog_seconds.append(best_time(lambda: dense_hog(image, STEP, CELL_SIZES), args.repeats, warmup=False))
         sift_seconds.append(best_time(lambda: sift.compute(image, keypoints), 1, warmup=False))
         print(
             f"  {name:40s} dense_hog {1e3 * hog_seconds[-1]:7.1f} ms "
@@ -89,17 +87,11 @@ def main():
         f"{len(descriptors)} descriptors/image, "
         f"{1e3 * hog_ms / len(descriptors):.2f} us/descriptor"
     )
-    print(
-        f"median OpenCV SIFT {sift_ms:7.1f} ms/image   x{sift_ms / hog_ms:.1f} slower"
-    )
+    print(f"median OpenCV SIFT {sift_ms:7.1f} ms/image   x{sift_ms / hog_ms:.1f} slower")
     installed = importlib.util.find_spec("cyvlfeat") is not None
     print(
         "cyvlfeat (VLFeat dsift) is "
-        + (
-            "installed, not compared here"
-            if installed
-            else "not installed: no VLFeat timing"
-        )
+        + ("installed, not compared here" if installed else "not installed: no VLFeat timing")
     )
 
 

@@ -38,6 +38,7 @@ from sklearn.cluster import KMeans, MiniBatchKMeans  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
+from timing import best_time  # noqa: E402
 
 from ndir.codebooks import (  # noqa: E402
     encode_image,
@@ -52,7 +53,6 @@ from ndir.descriptors import dense_hog  # noqa: E402
 from ndir.embedded import shipped_photos  # noqa: E402
 from ndir.encoding import fisher_vector, vlad  # noqa: E402
 from ndir.preprocess import preprocess  # noqa: E402
-from timing import best_time  # noqa: E402
 
 
 def descriptor_like(rng, n, dim=128, n_modes=512):
@@ -65,9 +65,7 @@ def descriptor_like(rng, n, dim=128, n_modes=512):
 
 def bench_kmeans(X, n_clusters, n_iter, threads):
     faiss_s = best_time(lambda: kmeans(X, n_clusters, 0, n_iter, threads), repeats=2)
-    lloyd = KMeans(
-        n_clusters, init="random", n_init=1, max_iter=n_iter, tol=0.0, random_state=0
-    )
+    lloyd = KMeans(n_clusters, init="random", n_init=1, max_iter=n_iter, tol=0.0, random_state=0)
     lloyd_s = best_time(lambda: lloyd.fit(X), repeats=1)
     minibatch = MiniBatchKMeans(
         n_clusters,
@@ -115,10 +113,7 @@ def bench_em(rng, X, n_clusters):
 
     # Per iteration: the difference between 4 and 1 iterations (both include
     # sklearn's set-up and final E-step), divided by 3.
-    sklearn_s = (
-        best_time(lambda: sklearn_fit(4), repeats=2)
-        - best_time(lambda: sklearn_fit(1), repeats=2)
-    ) / 3
+    sklearn_s = (best_time(lambda: sklearn_fit(4), repeats=2) - best_time(lambda: sklearn_fit(1), repeats=2)) / 3
     print(
         f"  EM iteration {X.shape[0]}x{X.shape[1]} K={n_clusters}: ours {ours_s:.2f} s "
         f"| sklearn GaussianMixture(diag) {sklearn_s:.2f} s (x{sklearn_s / ours_s:.1f})"
@@ -169,9 +164,7 @@ def eight_codebooks(rng, n_photos):
     """VLAD and FV codebooks, K = 64...512, fitted on 2,000 descriptors of each of
     ``n_photos`` shipped photos (few iterations: the timing, not the codebooks, matters)."""
     names = shipped_photos()["file"].to_numpy()[:n_photos]
-    sample = np.concatenate(
-        [d[rng.choice(len(d), 2000, replace=False)] for d in map(photo_descriptors, names)]
-    )
+    sample = np.concatenate([d[rng.choice(len(d), 2000, replace=False)] for d in map(photo_descriptors, names)])
     pca = fit_descriptor_pca(sample, n_components=80)
     codebooks = {}
     for n_clusters in (64, 128, 256, 512):
@@ -213,9 +206,7 @@ def bench_image(codebooks, descriptors):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument(
-        "--quick", action="store_true", help="20k-descriptor fits, to check it runs"
-    )
+    parser.add_argument("--quick", action="store_true", help="20k-descriptor fits, to check it runs")
     args = parser.parse_args()
     n_fit = 20_000 if args.quick else 200_000
     rng = np.random.default_rng(0)

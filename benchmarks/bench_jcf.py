@@ -28,10 +28,10 @@ import argparse  # noqa: E402
 
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
+from timing import best_time  # noqa: E402
 
 from ndir.encoding import fisher_vector, gmm_posteriors  # noqa: E402
 from ndir.jcf import JCF  # noqa: E402
-from timing import best_time  # noqa: E402
 
 N, D, K, R, K_SHARED = 400, 80, 64, 64, 8
 

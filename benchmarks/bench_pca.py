@@ -10,9 +10,9 @@ import argparse
 
 import numpy as np
 from sklearn.decomposition import PCA
+from timing import best_time
 
 from ndir.projection import PCAProjection
-from timing import best_time
 
 
 def main():
@@ -28,9 +28,7 @@ def main():
     fits = {
         "PCAProjection (Gram)": lambda: PCAProjection(R).fit(X),
         "sklearn PCA full": lambda: PCA(R, svd_solver="full").fit(X),
-        "sklearn PCA randomized": lambda: PCA(
-            R, svd_solver="randomized", random_state=0
-        ).fit(X),
+        "sklearn PCA randomized": lambda: PCA(R, svd_solver="randomized", random_state=0).fit(X),
     }
     print(f"fit on {args.images} x {args.dim} float32, R = {R}, best of {args.repeats}")
     seconds = {name: best_time(fit, args.repeats, warmup=False) for name, fit in fits.items()}

@@ -30,8 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ndir.evaluation import holidays_map
-from ndir.projection import PCAProjection, SparseRankProjector, cost
-from ndir.projection import _descent, _line_search, _ranking
+from ndir.projection import PCAProjection, SparseRankProjector, _descent, _line_search, _ranking, cost
 from ndir.projection import sparse_rank as sr
 
 
@@ -62,9 +61,7 @@ class PhaseTimer:
             try:
                 return original(*args, **kwargs)
             finally:
-                self.totals[phase] = (
-                    self.totals.get(phase, 0.0) + time.perf_counter() - start
-                )
+                self.totals[phase] = self.totals.get(phase, 0.0) + time.perf_counter() - start
 
         setattr(owner, name, timed)
 
@@ -77,16 +74,12 @@ def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line
     """Mean seconds per step of Algorithm 1, its split by phase, and the projectors."""
     rng = np.random.default_rng(seed)
     n_features = X.shape[1]
-    problem = _ranking.RankingProblem(
-        X, groups, _ranking.check_queries(groups, None), 1e-2
-    )
+    problem = _ranking.RankingProblem(X, groups, _ranking.check_queries(groups, None), 1e-2)
     U = rng.standard_normal((n_features, n_components)).astype(np.float32)
     n_keep = max(1, round((1 - sparsity) * n_features))
     timer = PhaseTimer()
     with ThreadPoolExecutor(2) as pool:
-        descent = _descent.Descent(
-            X, problem.gram, U, n_keep, True, line_search, pool, 2
-        )
+        descent = _descent.Descent(X, problem.gram, U, n_keep, True, line_search, pool, 2)
         # Phases that run from the calling thread (their blocks run on the pool).
         timer.wrap(_descent, "golden_section_search", "line search")
         if descent.projected:
@@ -101,9 +94,7 @@ def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line
             timer.wrap(descent, "_project", "l0 projection")
         total = 0.0
         for _ in range(n_steps):
-            selected = _ranking.select_queries(
-                problem.losses(descent.Y), n_queries, rng
-            )
+            selected = _ranking.select_queries(problem.losses(descent.Y), n_queries, rng)
             start = time.perf_counter()
             mu, _ = descent.step(problem, selected)
             total += time.perf_counter() - start
@@ -166,9 +157,7 @@ def convergence(n_iterations, seed):
                     report(iteration, projector)
 
             def report(iteration, projector):
-                norms = np.sqrt(
-                    projector.components_.multiply(projector.components_).sum(axis=0)
-                )
+                norms = np.sqrt(projector.components_.multiply(projector.components_).sum(axis=0))
                 train_raw, train_cos = scores(projector, *train)
                 test_raw, test_cos = scores(projector, *test)
                 print(
@@ -191,10 +180,7 @@ def convergence(n_iterations, seed):
             if projector.n_iter_ not in checkpoints:
                 report(projector.n_iter_, projector)
             print(f"      {projector.n_iter_} steps in {seconds:.1f} s\n")
-    print(
-        "PCA baseline (centred, L2-normalised): test mAP "
-        f"{100 * pca_map(train, test, n_components):.2f} %"
-    )
+    print(f"PCA baseline (centred, L2-normalised): test mAP {100 * pca_map(train, test, n_components):.2f} %")
 
 
 def pca_map(train, test, n_components):
@@ -229,8 +215,14 @@ def main():
         phases_of = {}
         for sparsity in (0.0, 0.9, 0.99):
             step, phases, components = time_steps(
-                X, groups, sparsity, args.components, args.queries, args.steps,
-                args.seed, line_search,
+                X,
+                groups,
+                sparsity,
+                args.components,
+                args.queries,
+                args.steps,
+                args.seed,
+                line_search,
             )
             projectors[sparsity] = components
             phases_of[sparsity] = (step, phases)
@@ -238,10 +230,7 @@ def main():
         print(f"\nline_search = {line_search!r}")
         print(f"{'tau':>5} {'step':>7} " + " ".join(f"{p:>14}" for p in order))
         for sparsity, (step, phases) in phases_of.items():
-            print(
-                f"{sparsity:5.2f} {step:7.3f} "
-                + " ".join(f"{phases.get(p, 0.0):14.3f}" for p in order)
-            )
+            print(f"{sparsity:5.2f} {step:7.3f} " + " ".join(f"{phases.get(p, 0.0):14.3f}" for p in order))
         print("(at tau = 0 the l0 projection is the identity: both use the dense search)")
 
     print(f"\nProjection cost (test batch of {test.shape[0]} signatures)")
@@ -263,10 +252,7 @@ def main():
             f"{t['batch_sparse_s']:14.3f} {t['batch_speedup']:6.2f} "
             f"{t['batch_sparse_kernel_s']:15.3f}"
         )
-    print(
-        "(batch sparse includes transposing X to one signature per column; "
-        "'sparse kernel' is the product alone)"
-    )
+    print("(batch sparse includes transposing X to one signature per column; 'sparse kernel' is the product alone)")
 
 
 if __name__ == "__main__":

@@ -20,10 +20,10 @@ The table in docs/data.md is its output.
 
 import argparse
 import dataclasses
-from dataclasses import dataclass
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2

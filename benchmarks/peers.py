@@ -43,20 +43,20 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from bench_descriptors import CELL_SIZES, STEP, dense_keypoints, photos_512x384  # noqa: E402
+from bench_encoding import descriptor_like  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
+from timing import best_time  # noqa: E402
 
-from bench_descriptors import CELL_SIZES, STEP, dense_keypoints, photos_512x384  # noqa: E402
-from bench_encoding import descriptor_like  # noqa: E402
 from ndir.bovw import VisualVocabulary  # noqa: E402
 from ndir.codebooks import gmm_em, kmeans  # noqa: E402
 from ndir.descriptors import dense_hog  # noqa: E402
 from ndir.encoding import fisher_vector  # noqa: E402
 from ndir.projection import PCAProjection, projection_latency  # noqa: E402
-from timing import best_time  # noqa: E402
 
 ROWS = []
 
@@ -76,7 +76,10 @@ def row(what, ours_s, peer, peer_s, target, met, note=""):
             "note": note,
         }
     )
-    print(f"{what}: ndir {ours_s:.4g} s | {peer} {peer_s:.4g} s | x{speedup:.2f} | target {target}: {ROWS[-1]['met']} {note}")
+    print(
+        f"{what}: ndir {ours_s:.4g} s | {peer} {peer_s:.4g} s | x{speedup:.2f} | "
+        f"target {target}: {ROWS[-1]['met']} {note}"
+    )
 
 
 def once(function):
@@ -97,8 +100,15 @@ def bench_descriptors(quick):
         pixels = image.astype(np.float32)
         vlfeat = best_time(lambda: [dsift(pixels, step=STEP, size=c, fast=True) for c in CELL_SIZES], repeats=3)
         n_vl = sum(len(dsift(pixels, step=STEP, size=c, fast=True)[0]) for c in CELL_SIZES)
-        row("dense descriptors", ours, "VLFeat dsift fast", vlfeat, "x >= 1.5", vlfeat / ours >= 1.5,
-            f"{n} vs {n_vl} descriptors, {name}")
+        row(
+            "dense descriptors",
+            ours,
+            "VLFeat dsift fast",
+            vlfeat,
+            "x >= 1.5",
+            vlfeat / ours >= 1.5,
+            f"{n} vs {n_vl} descriptors, {name}",
+        )
     except ImportError:
         row("dense descriptors", ours, "VLFeat dsift fast", float("nan"), "x >= 1.5", False, "cyvlfeat not installed")
     keypoints = dense_keypoints(*image.shape)
@@ -119,7 +129,9 @@ def bench_kmeans(rng, n, K, n_iter, threads):
         sklearn_s = once(lambda: lloyd.fit(X))
     row(f"k-means {n}x80 K={K}, {n_iter} it.", ours, "scikit-learn KMeans", sklearn_s, "x >= 1", sklearn_s >= ours)
     subsampled = once(faiss_default)
-    row(f"k-means {n}x80 K={K}, {n_iter} it.", ours, "faiss, 256 pts/centroid", subsampled, "(cost of all points)", True)
+    row(
+        f"k-means {n}x80 K={K}, {n_iter} it.", ours, "faiss, 256 pts/centroid", subsampled, "(cost of all points)", True
+    )
     return X
 
 
@@ -131,8 +143,15 @@ def bench_em(rng, X, K):
 
     def sklearn_fit(max_iter):
         mixture = GaussianMixture(
-            K, covariance_type="diag", max_iter=max_iter, tol=0.0, init_params="random",
-            weights_init=weights, means_init=means, precisions_init=1 / variances, random_state=0,
+            K,
+            covariance_type="diag",
+            max_iter=max_iter,
+            tol=0.0,
+            init_params="random",
+            weights_init=weights,
+            means_init=means,
+            precisions_init=1 / variances,
+            random_state=0,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -140,8 +159,14 @@ def bench_em(rng, X, K):
 
     # Per iteration: (3 iterations - 1 iteration) / 2, both with sklearn's set-up.
     sklearn_s = (once(lambda: sklearn_fit(3)) - once(lambda: sklearn_fit(1))) / 2
-    row(f"GMM EM iteration {len(X)}x80 K={K}", ours, "scikit-learn GaussianMixture", sklearn_s,
-        "ndir <= 3 s", ours <= 3.0)
+    row(
+        f"GMM EM iteration {len(X)}x80 K={K}",
+        ours,
+        "scikit-learn GaussianMixture",
+        sklearn_s,
+        "ndir <= 3 s",
+        ours <= 3.0,
+    )
 
 
 def bench_fisher(rng, n, K):
@@ -152,8 +177,15 @@ def bench_fisher(rng, n, K):
     product = best_time(lambda: X @ means.T, repeats=5)
     ours = best_time(lambda: fisher_vector(X, weights, means, variances), repeats=5)
     gflops = 2 * n * K * 80 / product / 1e9
-    row(f"Fisher Vector {n}x80 K={K}", ours, "6NKD GEMM bound", 3 * product, "ndir <= 2x bound",
-        ours <= 2 * 3 * product, f"ndir / bound = {ours / (3 * product):.2f}; float32 GEMM {gflops:.0f} GFLOP/s")
+    row(
+        f"Fisher Vector {n}x80 K={K}",
+        ours,
+        "6NKD GEMM bound",
+        3 * product,
+        "ndir <= 2x bound",
+        ours <= 2 * 3 * product,
+        f"ndir / bound = {ours / (3 * product):.2f}; float32 GEMM {gflops:.0f} GFLOP/s",
+    )
 
 
 def bench_pca(rng, n, D, R):
@@ -176,14 +208,27 @@ def bench_projection(rng, batch_sizes, D, R):
         for n in batch_sizes:
             latency = projection_latency(U, X[:n])
             if n == batch_sizes[0]:
-                row(f"project 1 signature, D={D} R={R} tau={tau}", latency["single_sparse_s"], "dense GEMV",
-                    latency["single_dense_s"], "sparse faster", latency["single_speedup"] > 1)
+                row(
+                    f"project 1 signature, D={D} R={R} tau={tau}",
+                    latency["single_sparse_s"],
+                    "dense GEMV",
+                    latency["single_dense_s"],
+                    "sparse faster",
+                    latency["single_speedup"] > 1,
+                )
             if tau == 0.99:
                 target, met = "x >= 3", latency["batch_speedup"] >= 3
             else:  # SparseRankProjector.transform takes dense BLAS for such batches
                 target, met = "(batches use dense)", True
-            row(f"project {n} signatures, D={D} R={R} tau={tau}", latency["batch_sparse_s"], "dense GEMM",
-                latency["batch_dense_s"], target, met, f"sparse kernel alone {latency['batch_sparse_kernel_s']:.3g} s")
+            row(
+                f"project {n} signatures, D={D} R={R} tau={tau}",
+                latency["batch_sparse_s"],
+                "dense GEMM",
+                latency["batch_dense_s"],
+                target,
+                met,
+                f"sparse kernel alone {latency['batch_sparse_kernel_s']:.3g} s",
+            )
 
 
 def bench_assignment(rng, n, n_words):
@@ -195,8 +240,15 @@ def bench_assignment(rng, n, n_words):
     ours = best_time(lambda: vocabulary.assign(X), repeats=2)
     exact = best_time(lambda: exact_index.search(X, 1), repeats=1)
     agreement = (vocabulary.assign(X) == exact_index.search(X, 1)[1][:, 0]).mean()
-    row(f"assign {n} descriptors to {n_words} words", ours, "exact faiss search", exact, "faster than exact",
-        exact > ours, f"{100 * agreement:.1f} % get their exact word")
+    row(
+        f"assign {n} descriptors to {n_words} words",
+        ours,
+        "exact faiss search",
+        exact,
+        "faster than exact",
+        exact > ours,
+        f"{100 * agreement:.1f} % get their exact word",
+    )
 
 
 def machine():

@@ -28,8 +28,7 @@ import pandas as pd
 from ndir.data import holdout_mask
 from ndir.evaluation import holidays_map
 from ndir.projection import SparseRankProjector
-from ndir.stages.common import split_signatures
-from ndir.stages.common import split_together
+from ndir.stages.common import split_signatures, split_together
 
 
 def held_out_maps(X, groups, is_query, held, margin, args):
@@ -66,9 +65,7 @@ def main():
     for path in sorted((args.run / "results" / "signatures").glob("*.npy")):
         X, groups, is_query = split_signatures(images, path)["train"]
         # Whole source photographs held out, as the split and the learners' hold-outs.
-        held = holdout_mask(
-            groups, args.held_out, np.random.default_rng(args.seed), split_together(images, "train")
-        )
+        held = holdout_mask(groups, args.held_out, np.random.default_rng(args.seed), split_together(images, "train"))
         for margin in args.margins:
             start = time.perf_counter()
             row = {"signature": path.stem, "margin": margin}

@@ -89,8 +89,10 @@ def main():
     largest = jobs["max_rss"].nlargest(args.cores).sum()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, --cores {args.cores}")
     print(f"wall time: {wall:.1f} s ({wall / 60:.1f} min); job time summed: {jobs['s'].sum():.1f} s")
-    print(f"peak RSS: largest job {jobs['max_rss'].max():.0f} MiB, snakemake {master_rss:.0f} MiB, "
-          f"bound for {args.cores} concurrent jobs {master_rss + largest:.0f} MiB")
+    print(
+        f"peak RSS: largest job {jobs['max_rss'].max():.0f} MiB, snakemake {master_rss:.0f} MiB, "
+        f"bound for {args.cores} concurrent jobs {master_rss + largest:.0f} MiB"
+    )
     print(summary.to_markdown(index=False))
 
 

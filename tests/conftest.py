@@ -53,8 +53,7 @@ def paper_grid(tmp_path):
     holidays.mkdir()
     config = tmp_path / "holidays.yaml"
     config.write_text(
-        f"dataset: {{kind: holidays, path: {holidays}}}\n"
-        "signatures: {codebook_sizes: [64, 128, 256, 512]}\n"
+        f"dataset: {{kind: holidays, path: {holidays}}}\nsignatures: {{codebook_sizes: [64, 128, 256, 512]}}\n"
     )
     return config
 

@@ -131,34 +131,22 @@ def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa
     out = tmp_path / "idx"
 
     missing = tmp_path / "nothing.npz"
-    assert str(missing) in error_of(
-        capsys, index_args({**models, "codebook": missing}, models["images"], out)
-    )
+    assert str(missing) in error_of(capsys, index_args({**models, "codebook": missing}, models["images"], out))
 
     wrong = tmp_path / "vlad-projector.npz"
-    save_projector(
-        wrong, models["U"], signature="vlad-2", n_features=models["U"].shape[0]
-    )
-    err = error_of(
-        capsys, index_args({**models, "projector": wrong}, models["images"], out)
-    )
+    save_projector(wrong, models["U"], signature="vlad-2", n_features=models["U"].shape[0])
+    err = error_of(capsys, index_args({**models, "projector": wrong}, models["images"], out))
     assert str(wrong) in err and "results/sparse/fv-4/" in err
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert f"{empty}: no image files" in error_of(
-        capsys, index_args(models, empty, out)
-    )
-    assert "no such folder" in error_of(
-        capsys, index_args(models, tmp_path / "absent", out)
-    )
+    assert f"{empty}: no image files" in error_of(capsys, index_args(models, empty, out))
+    assert "no such folder" in error_of(capsys, index_args(models, tmp_path / "absent", out))
 
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "a.jpg").write_bytes(b"")
-    assert "none of the 1 images" in error_of(
-        capsys, index_args(models, broken, out, "-q")
-    )
+    assert "none of the 1 images" in error_of(capsys, index_args(models, broken, out, "-q"))
 
     bad_query = tmp_path / "query.png"
     bad_query.write_bytes(b"garbage")
@@ -166,12 +154,8 @@ def test_errors_name_the_file(tiny_models, index_dir, tmp_path, capsys):  # noqa
     assert error_of(capsys, ["query", str(index_dir), str(tmp_path / "q.jpg")]) == (
         f"ndir: error: {tmp_path / 'q.jpg'}: no such query image file; check the path"
     )
-    assert "not an ndir index" in error_of(
-        capsys, ["query", str(empty), str(bad_query)]
-    )
-    assert f"{missing}: no such index folder" in error_of(
-        capsys, ["query", str(missing), str(bad_query)]
-    )
+    assert "not an ndir index" in error_of(capsys, ["query", str(empty), str(bad_query)])
+    assert f"{missing}: no such index folder" in error_of(capsys, ["query", str(missing), str(bad_query)])
     assert f"{models['codebook']}: is a file, not an index folder" in error_of(
         capsys, ["query", str(models["codebook"]), str(bad_query)]
     )
@@ -320,9 +304,7 @@ def test_an_index_whose_vectors_do_not_match_its_record_is_named(tiny_models, in
     )
 
 
-def test_query_show_draws_the_queries_and_their_results(
-    tiny_models, index_dir, tmp_path, capsys
-):  # noqa: F811
+def test_query_show_draws_the_queries_and_their_results(tiny_models, index_dir, tmp_path, capsys):  # noqa: F811
     queries = list(tiny_models["table"]["path"].iloc[[0, 3]])
     out = tmp_path / "shown.png"
     assert main(["query", str(index_dir), *queries, "-k", "4", "--show", str(out)]) == 0
@@ -339,21 +321,15 @@ def test_query_show_draws_the_queries_and_their_results(
     index = NearDuplicateIndex.load(index_dir)
     assert index.groups is None
     found = query_index(index, queries, k=4)
-    assert show_queries(index, found, 4, tmp_path / "again.pdf") == [
-        [[FRAME_COLOURS[None]] * 4]
-    ] * 2
+    assert show_queries(index, found, 4, tmp_path / "again.pdf") == [[[FRAME_COLOURS[None]] * 4]] * 2
 
 
-def test_index_with_groups_frames_query_results_green_or_red(
-    tiny_models, tmp_path, capsys, monkeypatch
-):  # noqa: F811
+def test_index_with_groups_frames_query_results_green_or_red(tiny_models, tmp_path, capsys, monkeypatch):  # noqa: F811
     out = tmp_path / "grouped"
     args = index_args(tiny_models, tiny_models["images"], out, "-q")
     assert main([*args, "--groups", "holidays"]) == 0
     table = tiny_models["table"]
-    assert f"{len(table)} in {table['group'].nunique()} holidays groups" in (
-        capsys.readouterr().out
-    )
+    assert f"{len(table)} in {table['group'].nunique()} holidays groups" in (capsys.readouterr().out)
     from ndir.cli import show_queries
     from ndir.evaluation import holidays_map
     from ndir.figures import FRAME_COLOURS
@@ -368,10 +344,7 @@ def test_index_with_groups_frames_query_results_green_or_red(
     found = query_index(index, list(queries["path"]), k=len(index))
     colours = show_queries(index, found, 5, tmp_path / "grouped.png")
     for record, drawn, group in zip(found, colours, queries["group"]):
-        expected = [
-            FRAME_COLOURS[group_of[hit["path"]] == group]
-            for hit in record["results"][:5]
-        ]
+        expected = [FRAME_COLOURS[group_of[hit["path"]] == group] for hit in record["results"][:5]]
         assert drawn == [expected]
     assert FRAME_COLOURS[True] in str(colours) and FRAME_COLOURS[False] in str(colours)
     # The AP printed is Holidays' AP of the index's own ranking (raw projections).
@@ -383,21 +356,15 @@ def test_index_with_groups_frames_query_results_green_or_red(
     show_queries(index, found, 5, tmp_path / "unused.png")
     monkeypatch.undo()
     Y = tiny_models["X"] @ tiny_models["U"].toarray()
-    _, ap = holidays_map(
-        Y, table["group"].to_numpy(), table["is_query"].to_numpy(), True
-    )
-    np.testing.assert_allclose(
-        [b["methods"][0]["ap"] for b in drawn_blocks], ap, atol=1e-6
-    )
+    _, ap = holidays_map(Y, table["group"].to_numpy(), table["is_query"].to_numpy(), True)
+    np.testing.assert_allclose([b["methods"][0]["ap"] for b in drawn_blocks], ap, atol=1e-6)
     # Through the command line, with a PDF.
     pdf = tmp_path / "grouped.pdf"
     assert main(["query", str(out), *queries["path"][:2], "--show", str(pdf)]) == 0
     assert pdf.read_bytes().startswith(b"%PDF")
 
 
-def test_index_with_group_folders_keeps_the_folder_names(
-    tiny_models, tmp_path, capsys, monkeypatch
-):  # noqa: F811
+def test_index_with_group_folders_keeps_the_folder_names(tiny_models, tmp_path, capsys, monkeypatch):  # noqa: F811
     """``--groups folders``: each image's group is its folder's name, as written ("007"
     stays text), and the figure labels the query with it."""
     from ndir.cli import show_queries

@@ -21,12 +21,12 @@ from ndir.codebooks import (  # noqa: E402
     DescriptorPCA,
     FisherCodebook,
     VladCodebook,
+    _m_step,
     encode_image,
     fit_cluster_pca,
     fit_descriptor_pca,
     fit_fisher_codebook,
     fit_vlad_codebook,
-    _m_step,
     gmm_em,
 )
 from ndir.encoding import (  # noqa: E402
@@ -46,10 +46,7 @@ def correlated(rng, n, dim, scales):
 
 def clustered_sample(rng, n_per_cluster=400, n_clusters=4, dim=10, gap=20.0):
     centres = rng.normal(0, gap, (n_clusters, dim))
-    parts = [
-        c + correlated(rng, n_per_cluster, dim, np.linspace(3.0, 0.3, dim))
-        for c in centres
-    ]
+    parts = [c + correlated(rng, n_per_cluster, dim, np.linspace(3.0, 0.3, dim)) for c in centres]
     return np.concatenate(parts).astype(np.float32), centres
 
 
@@ -77,9 +74,7 @@ def test_descriptor_pca_equals_sklearn_up_to_sign(chunk, monkeypatch):
     assert_orthonormal_columns(pca.components_)
     assert np.all(np.diff(pca.explained_variance_) < 0)
     np.testing.assert_allclose(pca.mean_, reference.mean_, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(
-        pca.explained_variance_, reference.explained_variance_, rtol=1e-5
-    )
+    np.testing.assert_allclose(pca.explained_variance_, reference.explained_variance_, rtol=1e-5)
     assert_same_axes_up_to_sign(pca.components_, reference.components_.T)
     Y = pca.transform(X)
     assert Y.dtype == np.float32 and Y.shape == (500, 5)
@@ -180,9 +175,7 @@ def test_vlad_codebook_kmeans_is_deterministic_and_uses_every_point():
     # subsample 6000 points to 4 x 256 by default).
     labels = ((X[:, None, :] - first.centroids_[None]) ** 2).sum(axis=2).argmin(1)
     for k in range(4):
-        np.testing.assert_allclose(
-            first.centroids_[k], X[labels == k].mean(axis=0), atol=1e-5
-        )
+        np.testing.assert_allclose(first.centroids_[k], X[labels == k].mean(axis=0), atol=1e-5)
     # Without cluster structure, the seed does change the local optimum.
     U = rng.random((2000, 8), dtype=np.float32)
     same = [fit_vlad_codebook(U, 16, 3, seed=1, n_iter=3) for _ in range(2)]
@@ -231,9 +224,7 @@ def test_gmm_em_recovers_a_known_mixture():
     true_means = np.array([[-6.0, 0, 0, 0], [0, 6.0, 0, 0], [6.0, 0, 0, 2.0]])
     true_variances = np.array([[1.0, 0.5, 2, 1], [0.3, 1, 1, 1], [1, 1, 0.5, 3]])
     labels = rng.choice(3, size=6000, p=true_weights)
-    X = true_means[labels] + rng.normal(size=(6000, 4)) * np.sqrt(
-        true_variances[labels]
-    )
+    X = true_means[labels] + rng.normal(size=(6000, 4)) * np.sqrt(true_variances[labels])
     weights, means, variances = gmm_em(
         X.astype(np.float32),
         np.full(3, 1 / 3),
@@ -268,19 +259,11 @@ def test_m_step_floors_and_dead_components_hand_worked():
     )
     previous_means = np.array([[0.0, 0.0], [0.0, 0.0], [7.0, 7.0], [-3.0, 4.0]])
     previous_variances = np.array([[1.0, 1.0], [1.0, 1.0], [3.0, 0.002], [1.0, 1.0]])
-    weights, means, variances = _m_step(
-        s0, s1, s2, 10, previous_means, previous_variances, variance_floor=0.01
-    )
+    weights, means, variances = _m_step(s0, s1, s2, 10, previous_means, previous_variances, variance_floor=0.01)
     expected_weights = np.array([0.6, 0.4, WEIGHT_FLOOR, WEIGHT_FLOOR])
-    np.testing.assert_allclose(
-        weights, expected_weights / expected_weights.sum(), rtol=1e-12
-    )
-    np.testing.assert_allclose(
-        means, [[1.0, 2.0], [-1.0, 0.5], [7.0, 7.0], [-3.0, 4.0]], rtol=1e-12
-    )
-    np.testing.assert_allclose(
-        variances, [[0.5, 0.01], [2.0, 0.25], [3.0, 0.01], [1.0, 1.0]], rtol=1e-12
-    )
+    np.testing.assert_allclose(weights, expected_weights / expected_weights.sum(), rtol=1e-12)
+    np.testing.assert_allclose(means, [[1.0, 2.0], [-1.0, 0.5], [7.0, 7.0], [-3.0, 4.0]], rtol=1e-12)
+    np.testing.assert_allclose(variances, [[0.5, 0.01], [2.0, 0.25], [3.0, 0.01], [1.0, 1.0]], rtol=1e-12)
     assert weights.dtype == means.dtype == variances.dtype == np.float64
 
 
@@ -291,18 +274,13 @@ def test_fisher_codebook_em_raises_likelihood_and_encodes_through_its_pca():
     reduced = pca.transform(X)
     start = fit_fisher_codebook(X, 6, pca, seed=0, n_iter=0)
     fitted = fit_fisher_codebook(X, 6, pca, seed=0, n_iter=10)
-    log_likelihood = [
-        gmm_statistics(reduced, c.weights_, c.means_, c.variances_)[3]
-        for c in (start, fitted)
-    ]
+    log_likelihood = [gmm_statistics(reduced, c.weights_, c.means_, c.variances_)[3] for c in (start, fitted)]
     assert log_likelihood[1] > log_likelihood[0]
     assert fitted.weights_.sum() == pytest.approx(1.0, rel=1e-6)
     assert fitted.n_clusters == 6 and fitted.dim == 2 * 6 * 5
     np.testing.assert_array_equal(
         fitted.encode(X[:100]),
-        fisher_vector(
-            pca.transform(X[:100]), fitted.weights_, fitted.means_, fitted.variances_
-        ),
+        fisher_vector(pca.transform(X[:100]), fitted.weights_, fitted.means_, fitted.variances_),
     )
 
 
@@ -427,9 +405,7 @@ def random_codebooks(rng, n_clusters=64, dim=128, n_components=80):
     """A VLAD and a Fisher codebook of realistic sizes from random parameters (their
     values do not matter for how the products round)."""
     axes = np.linalg.qr(rng.normal(size=(dim, n_components)))[0].astype(np.float32)
-    pca = DescriptorPCA(
-        rng.random(dim, dtype=np.float32) * 0.1, axes, np.ones(n_components, np.float32)
-    )
+    pca = DescriptorPCA(rng.random(dim, dtype=np.float32) * 0.1, axes, np.ones(n_components, np.float32))
     cluster_axes = np.linalg.qr(rng.normal(size=(n_clusters, dim, n_components)))[0]
     vlad = VladCodebook(
         rng.random((n_clusters, dim), dtype=np.float32) * 0.2,

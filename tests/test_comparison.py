@@ -8,17 +8,17 @@ import scipy.sparse as sp
 from ndir.comparison import (
     NS_KEY,
     check_record,
-    read_record,
     database_bytes,
     dense_projection_record,
     mean_nonzeros,
+    read_record,
     record_quality,
     sparse_dot_madds,
     sparse_projection_record,
     support,
 )
 from ndir.errors import ResultFileError
-from ndir.evaluation import holidays_map, ns_score, recall_at_k
+from ndir.evaluation import holidays_map, recall_at_k
 from ndir.projection import projection_cost
 from ndir.report import method_family, seeds_comparison_table
 
@@ -30,9 +30,7 @@ def test_sparse_dot_madds_counts_support_overlaps_brute_force():
     Q = sp.random(5, 40, density=0.3, random_state=1, format="csr")
     X = sp.random(9, 40, density=0.2, random_state=2, format="csr")
     Q.data[:3] = 0.0  # explicit zeros do not cost a multiply-add
-    expected = [
-        sum(len(set(Q[i].nonzero()[1]) & set(X[b].nonzero()[1])) for b in range(9)) for i in range(5)
-    ]
+    expected = [sum(len(set(Q[i].nonzero()[1]) & set(X[b].nonzero()[1])) for b in range(9)) for i in range(5)]
     np.testing.assert_array_equal(sparse_dot_madds(Q, X), expected)
     dense = rng.standard_normal((3, 40))
     # Against a dense database every non-zero of the query costs one per image.
@@ -88,7 +86,9 @@ def test_read_record_names_the_file_of_a_stale_or_wrong_record(tmp_path):
         read_record(good, extra_keys=("K",))
     percent = tmp_path / "percent.json"
     percent.write_text(json.dumps({**record, "test_map": 55.0}))
-    with pytest.raises(ResultFileError, match=r"percent.json: .*test_map must be in \[0, 1\]; delete it and run `snakemake "):
+    with pytest.raises(
+        ResultFileError, match=r"percent.json: .*test_map must be in \[0, 1\]; delete it and run `snakemake "
+    ):
         read_record(percent)
 
 
@@ -96,9 +96,17 @@ def test_comparison_table_orders_and_converts_units():
     records = pd.DataFrame(
         [
             dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.5, "recall_at_1": 0.75}, 0.1),
-            {"method": "tf-idf", "signature": "tfidf", "query_dims": 3.5, "model_bytes": 2048,
-             "db_bytes_per_image": 28.0, "madds_per_query": 10.4, "test_map": 0.61234, "recall_at_1": 0.8125,
-             "train_s": 0.01},
+            {
+                "method": "tf-idf",
+                "signature": "tfidf",
+                "query_dims": 3.5,
+                "model_bytes": 2048,
+                "db_bytes_per_image": 28.0,
+                "madds_per_query": 10.4,
+                "test_map": 0.61234,
+                "recall_at_1": 0.8125,
+                "train_s": 0.01,
+            },
         ]
     )
     table = seeds_comparison_table(records)

@@ -85,7 +85,9 @@ def test_schema_errors_name_each_wrong_key_and_the_nearest_known_ones():
 @pytest.mark.workflow  # starts Snakemake (a dry run, 10 s)
 def test_a_misspelled_key_is_named_in_a_few_lines_by_the_workflow(tmp_path):
     (tmp_path / "typo.yaml").write_text("sparse: {max_iters: 100}\n")
-    bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), str(tmp_path / "typo.yaml"), check=False)
+    bad = run_snakemake(
+        tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), str(tmp_path / "typo.yaml"), check=False
+    )
     output = bad.stdout + bad.stderr
     assert bad.returncode != 0
     assert "sparse.max_iters: unknown key; did you mean sparse.max_iter?" in output
@@ -95,7 +97,9 @@ def test_a_misspelled_key_is_named_in_a_few_lines_by_the_workflow(tmp_path):
 def test_a_path_with_the_embedded_set_is_an_error_not_ignored():
     config = default_config()
     config["dataset"]["path"] = "/data/my_images"
-    with pytest.raises(ConfigError, match="dataset.path: '/data/my_images' is not read when dataset.kind is 'embedded'"):
+    with pytest.raises(
+        ConfigError, match="dataset.path: '/data/my_images' is not read when dataset.kind is 'embedded'"
+    ):
         check_config(config)
 
 
@@ -113,13 +117,23 @@ def test_holidays_and_ukbench_without_a_path_are_fetched_first(tmp_path, kind):
 def test_folders_need_a_path():
     config = default_config()
     config["dataset"] = {**config["dataset"], "kind": "folders", "path": None}
-    with pytest.raises(ConfigError, match="dataset.path: required when dataset.kind is 'folders'; set it to the folder"):
+    with pytest.raises(
+        ConfigError, match="dataset.path: required when dataset.kind is 'folders'; set it to the folder"
+    ):
         check_config(config)
 
 
 @pytest.mark.workflow  # starts Snakemake (a dry run, 10 s)
 def test_command_line_value_of_the_wrong_type_is_named(tmp_path):
-    bad = run_snakemake(tmp_path, "-n", "--configfile", str(REPO / "config.yaml"), "--config", "dataset={train_fraction: half}", check=False)
+    bad = run_snakemake(
+        tmp_path,
+        "-n",
+        "--configfile",
+        str(REPO / "config.yaml"),
+        "--config",
+        "dataset={train_fraction: half}",
+        check=False,
+    )
     assert bad.returncode != 0 and "'half' is not of type 'number'" in bad.stdout + bad.stderr
 
 

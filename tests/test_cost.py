@@ -12,12 +12,7 @@ from ndir.projection.product import sparse_batch_product
 def column_sparse(n_features, n_components, per_column, seed):
     """(D, R) float32 CSC matrix with ``per_column`` random non-zeros in each column."""
     rng = np.random.default_rng(seed)
-    rows = np.concatenate(
-        [
-            np.sort(rng.choice(n_features, per_column, replace=False))
-            for _ in range(n_components)
-        ]
-    )
+    rows = np.concatenate([np.sort(rng.choice(n_features, per_column, replace=False)) for _ in range(n_components)])
     values = rng.standard_normal(rows.size).astype(np.float32)
     indptr = np.arange(n_components + 1) * per_column
     return sp.csc_array((values, rows, indptr), shape=(n_features, n_components))
@@ -82,9 +77,7 @@ def test_paper_arithmetic():
     assert cost["equivalent_full_projectors"] == pytest.approx(2.56, abs=0.005)
     assert 32 / cost["equivalent_full_projectors"] == pytest.approx(12.5, rel=0.005)
     assert cost["sparsity"] == pytest.approx(0.99, abs=1e-4)
-    assert cost["storage_ratio"] == pytest.approx(
-        4 * 81920 * 256 / (8 * 819 * 256 + 4 * 257)
-    )
+    assert cost["storage_ratio"] == pytest.approx(4 * 81920 * 256 / (8 * 819 * 256 + 4 * 257))
 
 
 def test_dense_input_counts_non_zeros():
@@ -93,9 +86,7 @@ def test_dense_input_counts_non_zeros():
 
 
 @pytest.mark.parametrize("n_rows", [5, 70])
-def test_latency_reports_the_batch_and_the_difference_of_its_products(
-    n_rows, monkeypatch
-):
+def test_latency_reports_the_batch_and_the_difference_of_its_products(n_rows, monkeypatch):
     """What projection_latency returns besides times (measured, not checked): every
     key, the rows of the batch and the largest difference between the dense and the
     sparse batch products, within float32 rounding of a float64 product on a batch

@@ -25,12 +25,8 @@ def brute_force_votes(image):
     for y in range(height):
         for x in range(width):
             # central differences with the edge pixel replicated
-            gx = (
-                float(image[y, min(x + 1, width - 1)]) - float(image[y, max(x - 1, 0)])
-            ) / 2
-            gy = (
-                float(image[min(y + 1, height - 1), x]) - float(image[max(y - 1, 0), x])
-            ) / 2
+            gx = (float(image[y, min(x + 1, width - 1)]) - float(image[y, max(x - 1, 0)])) / 2
+            gy = (float(image[min(y + 1, height - 1), x]) - float(image[max(y - 1, 0), x])) / 2
             magnitude = math.hypot(gx, gy)
             if magnitude == 0:
                 continue
@@ -115,10 +111,7 @@ def test_dense_grid_matches_enumeration(height, width, step, patch):
     ],
 )
 def test_descriptor_count_equals_grid_formula(height, width, step, cell_sizes):
-    n = sum(
-        ((height - 4 * c) // step + 1) * ((width - 4 * c) // step + 1)
-        for c in cell_sizes
-    )
+    n = sum(((height - 4 * c) // step + 1) * ((width - 4 * c) // step + 1) for c in cell_sizes)
     assert n_descriptors(height, width, step, cell_sizes) == n
     image = np.random.default_rng(0).integers(0, 256, (height, width), dtype=np.uint8)
     descriptors = dense_hog(image, step=step, cell_sizes=cell_sizes)
@@ -141,9 +134,7 @@ def test_default_count_for_a_512x384_image():
 def test_dense_hog_equals_brute_force(shape, step, cell_sizes):
     image = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
     expected = brute_force_dense_hog(image, step, cell_sizes)
-    np.testing.assert_allclose(
-        dense_hog(image, step=step, cell_sizes=cell_sizes), expected, atol=1e-5, rtol=0
-    )
+    np.testing.assert_allclose(dense_hog(image, step=step, cell_sizes=cell_sizes), expected, atol=1e-5, rtol=0)
 
 
 def test_bands_of_grid_rows_do_not_change_the_result(monkeypatch):
@@ -277,9 +268,7 @@ def test_orientation_maps_sum_to_gradient_magnitude():
     image = np.random.default_rng(9).integers(0, 256, (30, 40), dtype=np.uint8)
     gy, gx = np.gradient(image.astype(np.float64))  # central differences inside
     maps = orientation_maps(image).sum(axis=2)
-    np.testing.assert_allclose(
-        maps[1:-1, 1:-1], np.hypot(gx, gy)[1:-1, 1:-1], rtol=1e-5
-    )
+    np.testing.assert_allclose(maps[1:-1, 1:-1], np.hypot(gx, gy)[1:-1, 1:-1], rtol=1e-5)
     assert (np.count_nonzero(orientation_maps(image), axis=2) <= 2).all()
 
 

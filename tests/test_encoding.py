@@ -12,13 +12,13 @@ from ndir.encoding import (
     CHUNK_SIZE,
     blas_block_map,
     blocked_gmm_statistics,
-    single_threaded_blas_pool,
     cluster_sums,
     fisher_vector,
     gmm_posteriors,
     gmm_statistics,
     nearest_centroids,
     power_l2_normalise,
+    single_threaded_blas_pool,
     vlad,
 )
 
@@ -33,9 +33,7 @@ def random_gmm(rng, n_components=3, dim=6, spread=2.0):
 
 def sample_gmm(rng, weights, means, variances, n):
     labels = rng.choice(len(weights), size=n, p=weights)
-    return means[labels] + rng.normal(size=(n, means.shape[1])) * np.sqrt(
-        variances[labels]
-    )
+    return means[labels] + rng.normal(size=(n, means.shape[1])) * np.sqrt(variances[labels])
 
 
 def slow_posteriors(X, weights, means, variances):
@@ -93,9 +91,7 @@ def test_gmm_statistics_against_loops_and_independent_of_chunking():
         axis=0,
     )
     for chunk_size in (7, 4096):
-        s0, s1, s2, log_likelihood = gmm_statistics(
-            X, weights, means, variances, chunk_size=chunk_size
-        )
+        s0, s1, s2, log_likelihood = gmm_statistics(X, weights, means, variances, chunk_size=chunk_size)
         np.testing.assert_allclose(s0, gamma.sum(axis=0), rtol=1e-5)
         np.testing.assert_allclose(s1, gamma.T @ X, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(s2, gamma.T @ X**2, rtol=1e-5, atol=1e-5)
@@ -123,17 +119,13 @@ def test_fisher_vector_matches_slow_loop_and_layout():
     rng = np.random.default_rng(2)
     weights, means, variances = random_gmm(rng, n_components=3, dim=6)
     X = sample_gmm(rng, weights, means, variances, 50).astype(np.float32)
-    grad_mu, grad_sigma = slow_fisher_vector(
-        X.astype(np.float64), weights, means, variances
-    )
+    grad_mu, grad_sigma = slow_fisher_vector(X.astype(np.float64), weights, means, variances)
     fv = fisher_vector(X, weights, means, variances)
     assert fv.dtype == np.float32 and fv.shape == (2 * 3 * 6,)
     # Layout: [G_mu,1 .. G_mu,K, G_sigma,1 .. G_sigma,K], each block of D values.
     K, D = means.shape
     np.testing.assert_allclose(fv[: K * D].reshape(K, D), grad_mu, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(
-        fv[K * D :].reshape(K, D), grad_sigma, rtol=1e-4, atol=1e-6
-    )
+    np.testing.assert_allclose(fv[K * D :].reshape(K, D), grad_sigma, rtol=1e-4, atol=1e-6)
     # entry k*D + d is G_mu,k[d]: spot-check one index against the loop
     assert fv[1 * D + 4] == pytest.approx(grad_mu[1, 4], rel=1e-4)
 
@@ -177,12 +169,7 @@ def slow_vlad(X, centroids, components):
 
 
 def random_orthonormal(rng, n_clusters, dim, n_components):
-    return np.stack(
-        [
-            np.linalg.qr(rng.normal(size=(dim, n_components)))[0]
-            for _ in range(n_clusters)
-        ]
-    )
+    return np.stack([np.linalg.qr(rng.normal(size=(dim, n_components)))[0] for _ in range(n_clusters)])
 
 
 def test_vlad_matches_slow_loop():
@@ -220,9 +207,7 @@ def test_vlad_with_identity_projection_is_plain_vlad_residual_sum():
     centroids = np.array([[0.0, 0.0], [2.0, 1.0]], dtype=np.float32)
     components = np.stack([np.eye(2), np.eye(2)]).astype(np.float32)
     # Cluster 0: residuals (0,0) + (0.2,0); cluster 1: (1,0) + (0,0).
-    np.testing.assert_allclose(
-        vlad(X, centroids, components), [0.2, 0.0, 1.0, 0.0], atol=1e-7
-    )
+    np.testing.assert_allclose(vlad(X, centroids, components), [0.2, 0.0, 1.0, 0.0], atol=1e-7)
 
 
 def test_empty_descriptor_sets_encode_to_zeros():
@@ -277,6 +262,7 @@ def test_blas_block_map_runs_blocks_on_threads_with_single_threaded_blas():
     one thread it is the builtin map. (A BLAS threaded by OpenMP, such as faiss's,
     keeps its limits per thread: only the pthreads ones, NumPy's, are read in the
     workers.)"""
+
     def blas_threads(layers=("pthreads", "openmp")):
         blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
         return {i["num_threads"] for i in blas if i.get("threading_layer") in layers}
@@ -386,10 +372,6 @@ def test_power_l2_normalise_hand_worked():
     X = np.array([[9.0, -16.0], [0.0, 0.0], [0.0, -4.0]])
     Y = power_l2_normalise(X, alpha=0.5)
     assert Y.dtype == np.float32
-    np.testing.assert_allclose(
-        Y, [[3 / 5, -4 / 5], [0.0, 0.0], [0.0, -1.0]], rtol=1e-6, atol=0
-    )
+    np.testing.assert_allclose(Y, [[3 / 5, -4 / 5], [0.0, 0.0], [0.0, -1.0]], rtol=1e-6, atol=0)
     # alpha = 1 is plain L2 normalisation
-    np.testing.assert_allclose(
-        power_l2_normalise(np.array([[3.0, 4.0]]), alpha=1.0), [[0.6, 0.8]], rtol=1e-6
-    )
+    np.testing.assert_allclose(power_l2_normalise(np.array([[3.0, 4.0]]), alpha=1.0), [[0.6, 0.8]], rtol=1e-6)

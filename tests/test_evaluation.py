@@ -133,9 +133,7 @@ def test_quantised_scores_match_the_slow_loop_and_do_not_depend_on_row_order():
     mean_ap, ap = holidays_map(X, groups, is_query, return_per_query=True)
     np.testing.assert_allclose(ap, slow_holidays_map(X, groups, is_query), atol=1e-12)
     permutation = rng.permutation(groups.size)
-    assert holidays_map(X[permutation], groups[permutation], is_query[permutation]) == pytest.approx(
-        mean_ap, abs=1e-12
-    )
+    assert holidays_map(X[permutation], groups[permutation], is_query[permutation]) == pytest.approx(mean_ap, abs=1e-12)
 
 
 def sorted_list_aps(scores, query_rows, groups):
@@ -201,9 +199,7 @@ def test_holidays_map_matches_slow_loop_on_random_data():
     np.testing.assert_allclose(ap, expected, atol=1e-12)
     assert mean_ap == pytest.approx(expected.mean(), abs=1e-12)
     assert 0.2 < mean_ap < 0.95  # neither trivial nor hopeless, so ranks matter
-    assert holidays_map(X.astype(np.float32), groups, is_query) == pytest.approx(
-        mean_ap, abs=1e-6
-    )
+    assert holidays_map(X.astype(np.float32), groups, is_query) == pytest.approx(mean_ap, abs=1e-6)
 
 
 def test_perfect_signatures_give_map_one():

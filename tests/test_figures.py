@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from ndir.encoding import l2_normalise_rows
 from ndir.evaluation import holidays_map, misses_near_duplicates, top_k
 from ndir.figures import (
     FRAME_COLOURS,
@@ -18,7 +19,6 @@ from ndir.figures import (
     retrievals_figure,
     thumbnail,
 )
-from ndir.encoding import l2_normalise_rows
 from ndir.projection import PCAProjection, load_projector, save_projector
 from ndir.stages import report
 
@@ -298,7 +298,9 @@ def test_stage_draws_chosen_queries_under_three_methods_a_failure_among_them(tmp
     }
     query_paths = test.loc[test["is_query"], "path"].tolist()
     assert [m["name"].split("\n")[0] for m in blocks[0]["methods"]] == ["FV-4", "PCA", "sparse rank"]
-    assert [b["query"] for b in blocks] == [p for p in test["path"] if p in query_of and p in {b["query"] for b in blocks}]
+    assert [b["query"] for b in blocks] == [
+        p for p in test["path"] if p in query_of and p in {b["query"] for b in blocks}
+    ]
     failures = 0
     for block in blocks:
         group = query_of[block["query"]]

@@ -13,13 +13,11 @@ from ndir import index as ndi
 from ndir.errors import NdirInputError
 from ndir.projection import save_projector
 
-from .conftest import CELLS, K, PCA_DIMS, R, STEP, TAU
+from .conftest import CELLS, PCA_DIMS, STEP, TAU, K, R
 
 
 def encoder_of(models):
-    return ndi.load_encoder(
-        models["codebook"], models["projector"], step=STEP, cell_sizes=CELLS
-    )
+    return ndi.load_encoder(models["codebook"], models["projector"], step=STEP, cell_sizes=CELLS)
 
 
 def test_encoder_matches_dense_pipeline(tiny_models):
@@ -55,12 +53,8 @@ def test_index_scores_are_raw_inner_products(tiny_models, tmp_path):
     assert loaded.paths == index.paths and loaded.n_components == R
     np.testing.assert_allclose(loaded.norms, np.linalg.norm(Y, axis=1), rtol=1e-4)
     meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
-    assert (
-        meta["codebook"]["signature"] == "fv-4" and meta["descriptors"]["step"] == STEP
-    )
-    assert meta["projector"]["meta"]["sparsity"] == TAU and meta["n_images"] == len(
-        table
-    )
+    assert meta["codebook"]["signature"] == "fv-4" and meta["descriptors"]["step"] == STEP
+    assert meta["projector"]["meta"]["sparsity"] == TAU and meta["n_images"] == len(table)
 
 
 def test_images_encoded_on_threads_give_the_same_index_order_and_skips(tiny_models, tmp_path):
@@ -75,9 +69,7 @@ def test_images_encoded_on_threads_give_the_same_index_order_and_skips(tiny_mode
     told = []
     results = {}
     for n_jobs in (1, 3):
-        index, skipped = ndi.build_index(
-            paths, encoder, on_skip=lambda path, message: told.append(path), n_jobs=n_jobs
-        )
+        index, skipped = ndi.build_index(paths, encoder, on_skip=lambda path, message: told.append(path), n_jobs=n_jobs)
         results[n_jobs] = index
         assert [path for path, _ in skipped] == [str(broken)]
     assert told == [broken, broken] and len(paths) > 4 * 3
@@ -156,15 +148,11 @@ def test_wrong_projector_is_refused(tiny_models, tmp_path):
 def test_changed_projector_is_detected(tiny_models, tmp_path):
     projector = tmp_path / "p.npz"
     projector.write_bytes(tiny_models["projector"].read_bytes())
-    encoder = ndi.load_encoder(
-        tiny_models["codebook"], projector, step=STEP, cell_sizes=CELLS
-    )
+    encoder = ndi.load_encoder(tiny_models["codebook"], projector, step=STEP, cell_sizes=CELLS)
     paths = ndi.image_files(tiny_models["images"])[:3]
     index, _ = ndi.build_index(paths, encoder)
     assert index.encoder().n_components == R
-    save_projector(
-        projector, tiny_models["U"] * 2, signature="fv-4", n_features=encoder.n_features
-    )
+    save_projector(projector, tiny_models["U"] * 2, signature="fv-4", n_features=encoder.n_features)
     with pytest.raises(NdirInputError, match="p.npz: the projector changed"):
         index.encoder()
 

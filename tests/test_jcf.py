@@ -7,12 +7,16 @@ import numpy as np
 import pytest
 
 from ndir import jcf
-from ndir.jcf import _estimator, _factorised, _features, _normalisation, _second_order
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.encoding import gmm_posteriors
 from ndir.evaluation import holidays_map, recall_at_k
 from ndir.jcf import (
     JCF,
+    _estimator,
+    _factorised,
+    _features,
+    _normalisation,
+    _second_order,
     codebook_features,
     codebook_second_order_pooling,
     factorised_pooling,
@@ -391,8 +395,12 @@ def test_adam_steps_hand_computed(n_shared, monkeypatch):
     for name in start:
         np.testing.assert_allclose(after_one[name], expected_one[name], rtol=1e-12, atol=1e-14)
     root = np.sqrt(scale)
-    np.testing.assert_allclose(model.U_, _factorised._from_columns(expected_two["Wu"] * root, 3), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(model.V_, _factorised._from_columns(expected_two["Wv"] * root, 3), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        model.U_, _factorised._from_columns(expected_two["Wu"] * root, 3), rtol=1e-12, atol=1e-14
+    )
+    np.testing.assert_allclose(
+        model.V_, _factorised._from_columns(expected_two["Wv"] * root, 3), rtol=1e-12, atol=1e-14
+    )
     if n_shared is None:
         assert model.A_ is None and model.B_ is None
     else:

@@ -1,4 +1,5 @@
-"""The workflow follows Snakemake's own rules: `snakemake --lint` and snakefmt are clean."""
+"""The workflow follows Snakemake's own rules (`snakemake --lint` and snakefmt are clean) and the
+Python follows ruff's (lint and format, configured in pyproject.toml)."""
 
 import subprocess
 import sys
@@ -14,5 +15,17 @@ def test_snakemake_lint_is_clean(tmp_path):
 def test_snakefmt_is_clean():
     result = subprocess.run(
         [sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_lint_is_clean():
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean():
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "."], cwd=REPO, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr

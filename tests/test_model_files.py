@@ -84,7 +84,7 @@ def test_files_of_format_0_are_read(tmp_path):
     with np.load(new) as npz:
         np.savez(old, **{key: npz[key] for key in npz.files if key not in ("kind", "format_version")})
     assert file_kind(old) == "projector"
-    (old_U, old_meta), (new_U, new_meta) = load_projector(old), load_projector(new)
+    (old_U, old_meta), (_, new_meta) = load_projector(old), load_projector(new)
     np.testing.assert_array_equal(old_U.toarray(), U)
     assert old_meta == new_meta == {"signature": "fv-2", "sparsity": 0.5}
     codebook = tmp_path / "vlad.npz"

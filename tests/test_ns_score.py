@@ -95,7 +95,9 @@ def test_the_pca_baseline_stage_scores_ns_on_ukbench_only(tmp_path):
             "split": split,
         }
     ).to_csv(tmp_path / "images.csv", index=False)
-    args = dict(images=tmp_path / "images.csv", signatures=tmp_path / "fv-2.npy", encoding="fv", codebook_size=2, dims=[4])
+    args = dict(
+        images=tmp_path / "images.csv", signatures=tmp_path / "fv-2.npy", encoding="fv", codebook_size=2, dims=[4]
+    )
     evaluate_pca_baseline(results=tmp_path / "ukbench.csv", ns_score=True, **args)
     rows = pd.read_csv(tmp_path / "ukbench.csv")
     test = split == "test"
@@ -332,7 +334,8 @@ def test_every_rule_of_a_stage_that_scores_ns_passes_the_ukbench_flag():
         if script is None:
             continue
         source = (REPO / "workflow/scripts" / f"{script.group(1)}.py").read_text()
-        module, stage = re.search(r"from (ndir\.stages\.\w+) import (\w+)\n", source).groups()
+        stage = re.search(r"run_rule\(snakemake, (\w+)\)", source).group(1)
+        module = re.search(rf"from (ndir\.stages\.\w+) import {stage}\n", source).group(1)
         if "ns_score" in inspect.signature(getattr(importlib.import_module(module), stage)).parameters:
             scoring.append(name)
             assert flag in body, f"rule {name} does not pass {flag}"
@@ -341,7 +344,7 @@ def test_every_rule_of_a_stage_that_scores_ns_passes_the_ukbench_flag():
             "train_sparse_projector"} <= set(scoring)  # fmt: skip
 
 
-def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):
+def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):  # noqa: F811 (the imported fixture)
     """evaluate_second_order and train_jcf pass their ns_score flag on to the records
     (the small JCF set of tests/test_stages_jcf.py: groups of 3, so at most 3 of 4)."""
     import json

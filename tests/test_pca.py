@@ -39,19 +39,13 @@ def test_matches_sklearn_pca(n_images, n_features, chunk, monkeypatch):
     theirs = PCA(n_components, svd_solver="full").fit(X.astype(np.float64))
 
     np.testing.assert_allclose(ours.mean_, theirs.mean_, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(
-        ours.explained_variance_, theirs.explained_variance_, rtol=1e-5
-    )
+    np.testing.assert_allclose(ours.explained_variance_, theirs.explained_variance_, rtol=1e-5)
     expected = theirs.components_.T
-    np.testing.assert_allclose(
-        align_signs(expected, ours.components_), expected, rtol=0, atol=1e-4
-    )
+    np.testing.assert_allclose(align_signs(expected, ours.components_), expected, rtol=0, atol=1e-4)
 
     projected = theirs.transform(X.astype(np.float64))
     projected /= np.linalg.norm(projected, axis=1, keepdims=True)
-    np.testing.assert_allclose(
-        align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4
-    )
+    np.testing.assert_allclose(align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4)
 
 
 def test_gram_matrix_summed_over_column_blocks_equals_one_block(monkeypatch):
@@ -88,9 +82,7 @@ def test_whitening_matches_sklearn_pca():
     theirs = PCA(6, whiten=True, svd_solver="full").fit(X.astype(np.float64))
     projected = theirs.transform(X.astype(np.float64))
     projected /= np.linalg.norm(projected, axis=1, keepdims=True)
-    np.testing.assert_allclose(
-        align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4
-    )
+    np.testing.assert_allclose(align_signs(projected, ours.transform(X)), projected, rtol=0, atol=1e-4)
 
 
 def test_components_are_orthonormal_float32_with_fixed_signs():

@@ -10,8 +10,8 @@ import pytest
 from ndir import atomic
 from ndir.report import (
     FULL_R,
-    format_dim,
     cost_table,
+    format_dim,
     load_paper_table1,
     load_paper_table2,
     table1,
@@ -101,12 +101,7 @@ def test_table1_with_paper_columns(results):
     # A signature and an R the paper does not report get NaN in its columns.
     own = long_results({("vlad", 32): {FULL_R: 0.5, 16: 0.4}})
     table = table1(own, paper=paper)
-    assert (
-        table[["Full (paper)", "Full (Δ)", "16 (paper)", "16 (Δ)"]]
-        .isna()
-        .to_numpy()
-        .all()
-    )
+    assert table[["Full (paper)", "Full (Δ)", "16 (paper)", "16 (Δ)"]].isna().to_numpy().all()
     assert table["Full"].tolist() == [50.0]
 
 
@@ -151,9 +146,7 @@ def test_write_table_formats(tmp_path):
     paths = write_table(df, tmp_path / "sub" / "t", caption="mAP (%) & more")
     assert [p.name for p in paths] == ["t.csv", "t.md", "t.tex"]
 
-    assert paths[0].read_bytes() == (
-        "Sign.,n,mAP,Δ\nVLAD-64,3,86.23,\nFV_64,12,0.00,1.50\n".encode()
-    )
+    assert paths[0].read_bytes() == ("Sign.,n,mAP,Δ\nVLAD-64,3,86.23,\nFV_64,12,0.00,1.50\n".encode())
     assert pd.read_csv(paths[0])["mAP"].tolist() == [86.23, 0.0]
 
     markdown = paths[1].read_text(encoding="utf-8")

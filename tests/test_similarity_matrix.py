@@ -393,7 +393,9 @@ def test_deterministic_and_cloneable():
     b = clone(model).fit(sp.csr_matrix(counts), groups, vocabulary).metric_
     np.testing.assert_allclose(a.toarray(), b.toarray(), rtol=1e-6)
     assert clone(model).get_params()["random_state"] == 3
-    assert model.fit(counts, groups, vocabulary).model_bytes_ == 8 * sp.triu(model.metric_).nnz + 4 * (counts.shape[1] + 1)
+    assert model.fit(counts, groups, vocabulary).model_bytes_ == 8 * sp.triu(model.metric_).nnz + 4 * (
+        counts.shape[1] + 1
+    )
 
 
 def test_bad_input_is_refused_clearly():

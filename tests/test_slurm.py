@@ -36,9 +36,7 @@ def planned_resources(output):
 
 
 def dry_run(workdir, config, *extra):
-    result = run_snakemake(
-        workdir, "--profile", str(PROFILE), "-n", "--configfile", str(config), *extra, check=False
-    )
+    result = run_snakemake(workdir, "--profile", str(PROFILE), "-n", "--configfile", str(config), *extra, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     jobs, total = planned_resources(result.stdout + "\n" + result.stderr)
     assert total is not None and len(jobs) == total, "a job block printed no resources line"
@@ -76,9 +74,7 @@ def test_trainings_ask_for_the_time_their_size_and_sparsity_need(tmp_path, paper
 def test_account_and_partition_from_the_command_line(tmp_path, paper_grid):
     """The README's command: it replaces the profile's default-resources, so the
     memory and time still shown are the ones each rule declares."""
-    jobs = dry_run(
-        tmp_path, paper_grid, "--default-resources", "slurm_account=ci", "slurm_partition=debug"
-    )
+    jobs = dry_run(tmp_path, paper_grid, "--default-resources", "slurm_account=ci", "slurm_partition=debug")
     for rule, _, resources in jobs:
         assert "slurm_account=ci" in resources and "slurm_partition=debug" in resources
         if rule != "all":  # no action: never submitted

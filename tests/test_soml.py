@@ -4,7 +4,14 @@ import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 from sklearn.base import clone
 
-from ndir.soml import ZERO_WEIGHT, SOMLDualAveraging, SOMLTruncatedGradient, _RowReader, dual_averaging_weights, truncate
+from ndir.soml import (
+    ZERO_WEIGHT,
+    SOMLDualAveraging,
+    SOMLTruncatedGradient,
+    _RowReader,
+    dual_averaging_weights,
+    truncate,
+)
 from ndir.triplets import sample_triplets
 
 
@@ -182,7 +189,12 @@ def test_score_pairs_transform_and_brute_force_agree():
     X, groups, _ = _tiny_sparse()
     model = SOMLTruncatedGradient(learning_rate=0.5, l1=0.01, negatives_per_pair=3, random_state=0).fit(X, groups)
     Q, D = X[:4], X[4:]
-    brute = np.array([[sum(Q[a, k] * model.coef_[k] * D[b, k] for k in range(X.shape[1])) for b in range(D.shape[0])] for a in range(4)])
+    brute = np.array(
+        [
+            [sum(Q[a, k] * model.coef_[k] * D[b, k] for k in range(X.shape[1])) for b in range(D.shape[0])]
+            for a in range(4)
+        ]
+    )
     np.testing.assert_allclose(model.score_pairs(Q, D), brute, atol=1e-12)
     np.testing.assert_allclose((model.transform(Q) @ D.T).toarray(), brute, atol=1e-12)
     np.testing.assert_allclose(model.score_pairs(Q.toarray(), D.toarray()), brute, atol=1e-12)

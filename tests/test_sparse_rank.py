@@ -104,9 +104,7 @@ def test_gradient_matches_finite_differences(tiny):
     assert np.abs(G).max() > 1.0
     # The low-rank form used by the update: G = X_S^T Z + (dF X)^T Y_S.
     rows = query_rows[selected]
-    np.testing.assert_allclose(
-        X[rows].T @ Z + (dF @ X).T @ (X @ U)[rows], G, rtol=1e-12
-    )
+    np.testing.assert_allclose(X[rows].T @ Z + (dF @ X).T @ (X @ U)[rows], G, rtol=1e-12)
     np.testing.assert_allclose(losses.sum(), objective(U), rtol=1e-12)
 
 
@@ -133,13 +131,10 @@ def test_line_objective_is_exact_along_the_line(tiny):
     objective = _line_search.line_objective(problem, selected, scores, Y, H, weights)
     for mu in [0.0, 1e-3, 0.05, 0.7]:
         moved = X @ (U - mu * G)
-        violations = brute_force_violations(
-            X, moved, groups, query_rows[selected], 1e-2
-        )
+        violations = brute_force_violations(X, moved, groups, query_rows[selected], 1e-2)
         # alpha and beta frozen at mu = 0: 1 / number of violations there.
         expected = sum(
-            sum(v * v for v in pos) * a + sum(v * v for v in neg) * b
-            for (pos, neg), a, b in zip(violations, *weights)
+            sum(v * v for v in pos) * a + sum(v * v for v in neg) * b for (pos, neg), a, b in zip(violations, *weights)
         )
         np.testing.assert_allclose(objective(mu), expected, rtol=1e-9)
     counts = [
@@ -284,9 +279,7 @@ def test_l0_projection_renormalizes_kept_entries():
     indices, _, _ = _descent._l0_project(UT, 5, renormalize=True)
     np.testing.assert_allclose(np.linalg.norm(UT, axis=1), 1.0, rtol=1e-6)
     kept = indices[0]
-    np.testing.assert_allclose(
-        UT[0, kept], original[0, kept] / np.linalg.norm(original[0, kept]), rtol=1e-6
-    )
+    np.testing.assert_allclose(UT[0, kept], original[0, kept] / np.linalg.norm(original[0, kept]), rtol=1e-6)
 
 
 def test_objective_is_zero_when_every_constraint_holds():
@@ -294,9 +287,7 @@ def test_objective_is_zero_when_every_constraint_holds():
     # score 1, every negative 0 = the pivot's score, so Eq. 6 holds with margin.
     groups = np.repeat(np.arange(4), 3)
     X = np.eye(6, dtype=np.float32)[groups]
-    projector = SparseRankProjector(
-        n_components=6, sparsity=0.0, init=np.eye(6, dtype=np.float32)
-    ).fit(X, groups)
+    projector = SparseRankProjector(n_components=6, sparsity=0.0, init=np.eye(6, dtype=np.float32)).fit(X, groups)
     assert projector.objective_[0] == 0.0
     assert projector.n_iter_ == 0
     assert holidays_map(projector.transform(X), groups, np.arange(12) % 3 == 0) == 1.0
@@ -304,19 +295,13 @@ def test_objective_is_zero_when_every_constraint_holds():
 
 def test_training_map_reaches_one_without_sparsity():
     X, groups, is_query = grouped(20, 3, 60, noise=2.0, seed=0)
-    projector = SparseRankProjector(
-        n_components=8, sparsity=0.0, max_iter=400, random_state=0
-    ).fit(X, groups)
-    initial = SparseRankProjector(n_components=8, sparsity=0.0, max_iter=0).fit(
-        X, groups
-    )
+    projector = SparseRankProjector(n_components=8, sparsity=0.0, max_iter=400, random_state=0).fit(X, groups)
+    initial = SparseRankProjector(n_components=8, sparsity=0.0, max_iter=0).fit(X, groups)
     assert holidays_map(initial.transform(X), groups, is_query) < 0.9
     # Scored with the similarity of the loss, y_q . y_j (normalize=False).
     assert holidays_map(projector.transform(X), groups, is_query) == 1.0
     assert projector.objective_[-1] < projector.tol
-    assert (
-        projector.n_iter_ < 400 and projector.objective_.size == projector.n_iter_ + 1
-    )
+    assert projector.n_iter_ < 400 and projector.objective_.size == projector.n_iter_ + 1
 
 
 def test_fit_is_reproducible_and_sparse():
@@ -333,16 +318,12 @@ def test_fit_is_reproducible_and_sparse():
     assert first.components_.dtype == np.float32 and first.components_.shape == (200, 6)
     np.testing.assert_array_equal(np.diff(first.components_.indptr), 20)
     assert first.n_nonzero_ == 20
-    np.testing.assert_array_equal(
-        first.components_.toarray(), second.components_.toarray()
-    )
+    np.testing.assert_array_equal(first.components_.toarray(), second.components_.toarray())
     np.testing.assert_array_equal(first.objective_, second.objective_)
     assert not np.array_equal(first.objective_, other.objective_)
     # It learns, too: the objective over all queries falls under the l0 constraint.
     assert first.objective_[-1] < 0.5 * first.objective_[0]
-    np.testing.assert_allclose(
-        sp.linalg.norm(first.components_, axis=0), 1.0, rtol=1e-5
-    )
+    np.testing.assert_allclose(sp.linalg.norm(first.components_, axis=0), 1.0, rtol=1e-5)
 
 
 def test_every_product_of_a_step_runs_on_one_blas_thread(monkeypatch):
@@ -367,9 +348,9 @@ def test_every_product_of_a_step_runs_on_one_blas_thread(monkeypatch):
 
 def test_without_renormalization_the_l0_projection_shrinks_columns():
     X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
-    projector = SparseRankProjector(
-        n_components=6, sparsity=0.9, max_iter=5, renormalize=False, random_state=0
-    ).fit(X, groups)
+    projector = SparseRankProjector(n_components=6, sparsity=0.9, max_iter=5, renormalize=False, random_state=0).fit(
+        X, groups
+    )
     norms = sp.linalg.norm(projector.components_, axis=0)
     # PCA axes have unit norm; keeping 20 of 200 entries leaves less.
     assert np.all(norms < 0.9)
@@ -377,9 +358,7 @@ def test_without_renormalization_the_l0_projection_shrinks_columns():
 
 def test_transform_paths_agree_and_normalize():
     X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=2)
-    projector = SparseRankProjector(
-        n_components=6, sparsity=0.9, max_iter=5, random_state=0
-    ).fit(X, groups)
+    projector = SparseRankProjector(n_components=6, sparsity=0.9, max_iter=5, random_state=0).fit(X, groups)
     dense = X.astype(np.float64) @ projector.components_.toarray()
     batch = projector.transform(X)
     single = np.vstack([projector.transform(x[None]) for x in X[:5]])
@@ -387,9 +366,7 @@ def test_transform_paths_agree_and_normalize():
     np.testing.assert_allclose(batch, dense, rtol=1e-5, atol=1e-6)
     assert np.array_equal(single, batch[:5])
     projector.set_params(normalize=True)
-    np.testing.assert_allclose(
-        np.linalg.norm(projector.transform(X), axis=1), 1.0, rtol=1e-5
-    )
+    np.testing.assert_allclose(np.linalg.norm(projector.transform(X), axis=1), 1.0, rtol=1e-5)
 
 
 @pytest.mark.parametrize("sparsity", [0.99, 0.9, 0.5, 0.0])
@@ -421,12 +398,8 @@ def test_training_scores_track_the_projection_without_sparsity():
     # Without sparsity Y is updated incrementally; the objective it reports must be
     # that of the returned components.
     X, groups, _ = grouped(15, 3, 80, noise=2.0, seed=3)
-    projector = SparseRankProjector(
-        n_components=5, sparsity=0.0, max_iter=150, tol=0.0, random_state=0
-    ).fit(X, groups)
-    problem = _ranking.RankingProblem(
-        X, groups, projector.query_rows_, projector.margin
-    )
+    projector = SparseRankProjector(n_components=5, sparsity=0.0, max_iter=150, tol=0.0, random_state=0).fit(X, groups)
+    problem = _ranking.RankingProblem(X, groups, projector.query_rows_, projector.margin)
     final = problem.losses(projector.transform(X).astype(np.float64)).sum()
     np.testing.assert_allclose(final, projector.objective_[-1], rtol=1e-5, atol=1e-12)
 
@@ -464,9 +437,7 @@ def test_query_selection_takes_largest_half_and_random_rest():
     selected = _ranking.select_queries(losses, 4, rng)
     assert list(selected[:2]) == [3, 6]
     assert len(set(selected)) == 4 and not {3, 6} & set(selected[2:])
-    np.testing.assert_array_equal(
-        _ranking.select_queries(losses, 20, rng), np.arange(8)
-    )
+    np.testing.assert_array_equal(_ranking.select_queries(losses, 20, rng), np.arange(8))
 
 
 def test_default_queries_are_first_of_each_group_and_pivot_is_top_negative():
@@ -538,13 +509,7 @@ def test_bad_groups_are_reported():
         SparseRankProjector(n_components=3).fit(X, np.zeros(15, dtype=int))
 
 
-@parametrize_with_checks(
-    [
-        SparseRankProjector(
-            n_components=2, sparsity=0.5, max_iter=3, init="random", random_state=0
-        )
-    ]
-)
+@parametrize_with_checks([SparseRankProjector(n_components=2, sparsity=0.5, max_iter=3, init="random", random_state=0)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -575,9 +540,7 @@ def projected_line(descent, problem, selected):
     objective at U and the step's G = X^T B (D, R) float64, not normalised."""
     _, losses, dF, Z, B, _ = _ranking.gradient(problem, descent.Y, selected)
     G = descent.X.T.astype(np.float64) @ B
-    line = _line_search.ProjectedLine(
-        descent, problem, selected, problem.query_rows[selected], dF, Z, np.sum(G * G)
-    )
+    line = _line_search.ProjectedLine(descent, problem, selected, problem.query_rows[selected], dF, Z, np.sum(G * G))
     return line, losses, G
 
 
@@ -613,9 +576,7 @@ def test_projected_line_is_the_objective_at_the_projected_point(
 
     X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
     with ThreadPoolExecutor(2) as pool:
-        descent = _descent.Descent(
-            X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
-        )
+        descent = _descent.Descent(X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2)
         descent.entering_width = last_width
         U = descent.components().toarray()
         line, losses, G = projected_line(descent, problem, selected)
@@ -623,9 +584,7 @@ def test_projected_line_is_the_objective_at_the_projected_point(
         np.testing.assert_allclose(line(0.0), losses.sum(), rtol=1e-5)
         for mu in [1e-3, 0.05, 0.3, 1.0, 3.0]:
             moved = brute_force_projection(U - mu * G, n_keep, renormalize)
-            expected = brute_force_losses(
-                X.astype(np.float64), moved, groups, query_rows[selected], 1e-3
-            ).sum()
+            expected = brute_force_losses(X.astype(np.float64), moved, groups, query_rows[selected], 1e-3).sum()
             np.testing.assert_allclose(line(mu), expected, rtol=1e-4, atol=1e-9)
         # The line only proposes the step's point; the descent commits it.
         proposal = line.proposal(0.3)
@@ -656,13 +615,9 @@ def test_trials_move_the_entries_that_the_full_selection_moves(
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
     monkeypatch.setattr(_line_search, "_FIRST_COMPARED", first_compared)
     monkeypatch.setattr(_line_search, "_NEAR_SELECTION_MIN", 0)
-    X, groups, query_rows, U0, problem, selected = line_problem(
-        8, 200, 6, 6, [0, 3, 5, 7]
-    )
+    X, groups, query_rows, U0, problem, selected = line_problem(8, 200, 6, 6, [0, 3, 5, 7])
     with ThreadPoolExecutor(2) as pool:
-        descent = _descent.Descent(
-            X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2
-        )
+        descent = _descent.Descent(X, problem.gram, U0, n_keep, renormalize, "projected", pool, 2)
         line, _, _ = projected_line(descent, problem, selected)
         steps = np.geomspace(1e-3, 30.0, 14)
         shuffled = np.random.default_rng(8).permutation(steps)
@@ -674,14 +629,10 @@ def test_trials_move_the_entries_that_the_full_selection_moves(
             values, chosen = line._candidates(mu)
             dropped = ~chosen[:, :n_keep]
             entered = chosen[:, n_keep:]
-            np.testing.assert_array_equal(
-                np.sort(out_rows * n_keep + out_at), np.flatnonzero(dropped)
-            )
+            np.testing.assert_array_equal(np.sort(out_rows * n_keep + out_at), np.flatnonzero(dropped))
             expected_in = np.flatnonzero(entered)
             order = np.argsort(in_rows * entered.shape[1] + in_at)
-            np.testing.assert_array_equal(
-                (in_rows * entered.shape[1] + in_at)[order], expected_in
-            )
+            np.testing.assert_array_equal((in_rows * entered.shape[1] + in_at)[order], expected_in)
             np.testing.assert_array_equal(out_values, -values[:, :n_keep][dropped])
             np.testing.assert_array_equal(in_values[order], values[:, n_keep:][entered])
             if renormalize:
@@ -731,13 +682,10 @@ def test_projected_step_learns_at_high_sparsity():
     maps, objectives = {}, {}
     for line_search in ("projected", "dense"):
         start = SparseRankProjector(8, sparsity=0.99, max_iter=0).fit(X, groups)
-        learned = SparseRankProjector(
-            8, sparsity=0.99, max_iter=100, line_search=line_search, random_state=0
-        ).fit(X, groups)
-        maps[line_search] = [
-            holidays_map(model.transform(X), groups, is_query)
-            for model in (start, learned)
-        ]
+        learned = SparseRankProjector(8, sparsity=0.99, max_iter=100, line_search=line_search, random_state=0).fit(
+            X, groups
+        )
+        maps[line_search] = [holidays_map(model.transform(X), groups, is_query) for model in (start, learned)]
         objectives[line_search] = learned.objective_
     initial, learned = maps["projected"]
     assert initial < 0.65 and learned - initial > 0.25
@@ -751,19 +699,15 @@ def test_projected_step_learns_at_high_sparsity():
 def test_history_records_the_objective_before_projection():
     X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
     for line_search in ("projected", "dense"):
-        model = SparseRankProjector(
-            6, sparsity=0.9, max_iter=10, line_search=line_search, random_state=0
-        ).fit(X, groups)
+        model = SparseRankProjector(6, sparsity=0.9, max_iter=10, line_search=line_search, random_state=0).fit(
+            X, groups
+        )
         assert model.objective_unprojected_.shape == (model.n_iter_,)
         assert np.all(np.isfinite(model.objective_unprojected_))
     # Without sparsity nothing is projected: before == after (up to renormalisation,
     # off here).
-    model = SparseRankProjector(
-        6, sparsity=0.0, max_iter=10, renormalize=False, random_state=0
-    ).fit(X, groups)
-    np.testing.assert_allclose(
-        model.objective_unprojected_, model.objective_[1:], rtol=1e-4
-    )
+    model = SparseRankProjector(6, sparsity=0.0, max_iter=10, renormalize=False, random_state=0).fit(X, groups)
+    np.testing.assert_allclose(model.objective_unprojected_, model.objective_[1:], rtol=1e-4)
 
 
 def test_training_stops_after_n_iter_no_change_steps_that_do_not_move(monkeypatch):
@@ -776,9 +720,7 @@ def test_training_stops_after_n_iter_no_change_steps_that_do_not_move(monkeypatc
 
     def fit(n, sizes):
         pattern[:] = list(sizes)
-        return SparseRankProjector(
-            4, sparsity=0.5, max_iter=30, n_iter_no_change=n, random_state=0
-        ).fit(X, groups)
+        return SparseRankProjector(4, sparsity=0.5, max_iter=30, n_iter_no_change=n, random_state=0).fit(X, groups)
 
     stalled = fit(7, [0.0] * 30)
     assert stalled.n_iter_ == 7 and stalled.objective_[-1] > stalled.tol
@@ -818,9 +760,7 @@ def test_starting_projector_is_the_l0_projection_of_pca(sparsity, renormalize):
     from ndir.projection.pca import PCAProjection
 
     X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=1)
-    projector = SparseRankProjector(
-        6, sparsity=sparsity, max_iter=0, renormalize=renormalize
-    ).fit(X, groups)
+    projector = SparseRankProjector(6, sparsity=sparsity, max_iter=0, renormalize=renormalize).fit(X, groups)
     pca = PCAProjection(6).fit(X).components_.astype(np.float64)
     n_keep = round((1.0 - sparsity) * 200)
     expected = brute_force_projection(pca, n_keep, renormalize)
@@ -836,14 +776,10 @@ def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
     from concurrent.futures import ThreadPoolExecutor
 
     X, groups, _ = grouped(15, 3, 80, noise=2.0, seed=3)
-    model = SparseRankProjector(
-        n_components=5, sparsity=0.0, max_iter=5, tol=0.0, random_state=0
-    ).fit(X, groups)
+    model = SparseRankProjector(n_components=5, sparsity=0.0, max_iter=5, tol=0.0, random_state=0).fit(X, groups)
     assert model.n_iter_ == 5 < _descent._REFRESH_EVERY
     assert np.all(model.step_sizes_ > 0.0)
-    np.testing.assert_allclose(
-        sp.linalg.norm(model.components_, axis=0), 1.0, atol=1e-5
-    )
+    np.testing.assert_allclose(sp.linalg.norm(model.components_, axis=0), 1.0, atol=1e-5)
 
     X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
     with ThreadPoolExecutor(2) as pool:
@@ -851,9 +787,7 @@ def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
         mu, _ = descent.step(problem, selected)
         assert mu > 0.0 and not descent.refresh_due()
         np.testing.assert_allclose(np.linalg.norm(descent.UT, axis=1), 1.0, atol=1e-5)
-        np.testing.assert_allclose(
-            descent.Y, X.astype(np.float64) @ descent.UT.T.astype(np.float64), atol=1e-5
-        )
+        np.testing.assert_allclose(descent.Y, X.astype(np.float64) @ descent.UT.T.astype(np.float64), atol=1e-5)
 
 
 @pytest.mark.parametrize("gather_max", [0.0, 1.0])
@@ -878,13 +812,8 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, monkeypat
         Z = dF @ descent.Y
         left, right = descent.gradient_factors(rows, dF, Z)
     X64, Y = X.astype(np.float64), descent.Y
-    G = sum(
-        np.outer(X64[q], dF[k] @ Y) + np.outer(X64.T @ dF[k], Y[q])
-        for k, q in enumerate(rows)
-    )
-    np.testing.assert_allclose(
-        left.T.astype(np.float64) @ right, G, atol=1e-5 * np.abs(G).max()
-    )
+    G = sum(np.outer(X64[q], dF[k] @ Y) + np.outer(X64.T @ dF[k], Y[q]) for k, q in enumerate(rows))
+    np.testing.assert_allclose(left.T.astype(np.float64) @ right, G, atol=1e-5 * np.abs(G).max())
 
 
 @pytest.mark.parametrize("line_search", ["projected", "dense"])
@@ -954,7 +883,9 @@ def test_sparse_products_over_several_blocks_of_images(line_search, monkeypatch)
         single.__dict__.update(descent.__dict__)
         single.XT_blocks = [np.ascontiguousarray(X.T)]
         np.testing.assert_allclose(single.product(kept, values), descent.product(kept, values), rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(single.sparse_rows_product(CT), descent.sparse_rows_product(CT), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            single.sparse_rows_product(CT), descent.sparse_rows_product(CT), rtol=1e-6, atol=1e-7
+        )
 
 
 def correctly_rounded_norms(UT):
@@ -993,9 +924,7 @@ def test_gradient_entries_are_float64_sums_rounded_once():
         _, _, dF, Z, _, _ = _ranking.gradient(problem, descent.Y, selected)
         left, right = descent.gradient_factors(query_rows[selected], dF, Z)
         assert left.dtype == right.dtype == np.float64
-        inside, rows, columns, values = descent.gradient_entries(
-            left, right, np.zeros(6, dtype=np.float32)
-        )
+        inside, rows, columns, values = descent.gradient_entries(left, right, np.zeros(6, dtype=np.float32))
     # dF X: float64 sums of exact products, rounded to float32 once.
     dF_X = (dF @ X.astype(np.float64)).astype(np.float32)
     np.testing.assert_array_equal(left[len(selected) :], dF_X)

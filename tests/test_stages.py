@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from ndir.errors import ConfigError, DatasetError
 from ndir.atomic import atomic_output
 from ndir.data import build_embedded_dataset
-from ndir.stages.common import run_rule, shard_rows, split_together
+from ndir.errors import ConfigError, DatasetError
 from ndir.stages.baseline import table1
+from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.data import index_dataset, input_summary
 
 from .conftest import SMALL_TRAINING
@@ -188,7 +188,7 @@ def test_a_failing_stage_leaves_its_traceback_in_the_log(tmp_path, capsys):
     assert "stage started with seed 3" in log
     assert "Traceback (most recent call last)" in log
     assert "ValueError: singular matrix" in log
-    assert 'in stage\n    raise error' in log
+    assert "in stage\n    raise error" in log
 
 
 def test_bad_input_ends_the_job_with_one_line_and_a_logged_traceback(tmp_path, capsys):
@@ -203,7 +203,7 @@ def test_bad_input_ends_the_job_with_one_line_and_a_logged_traceback(tmp_path, c
     log = (tmp_path / "job.log").read_text()
     assert "Traceback (most recent call last)" in log
     assert "ndir.errors.DatasetError: data/holidays: no images found" in log
-    assert 'in stage\n    raise error' in log
+    assert "in stage\n    raise error" in log
 
 
 def _data_report(path, kind, n_images, n_groups):
@@ -234,7 +234,15 @@ def _data_report(path, kind, n_images, n_groups):
 def test_paper_columns_only_on_inria_holidays(tmp_path, kind, n_images, n_groups, with_paper, says):
     results = tmp_path / "fv-64.csv"
     pd.DataFrame(
-        {"signature": "fv-64", "encoding": "fv", "K": 64, "dim": 10240, "R": [0, 32], "map": [0.8, 0.6], "n_queries": 500}
+        {
+            "signature": "fv-64",
+            "encoding": "fv",
+            "K": 64,
+            "dim": 10240,
+            "R": [0, 32],
+            "map": [0.8, 0.6],
+            "n_queries": 500,
+        }
     ).to_csv(results, index=False)
     report = _data_report(tmp_path / "report.json", kind, n_images, n_groups)
     table1([str(results)], str(report), [str(tmp_path / f"table1.{suffix}") for suffix in ("csv", "md", "tex")])
@@ -430,11 +438,19 @@ def test_signatures_of_another_image_table_name_both_files(tmp_path):
 
     images = tmp_path / "images.csv"
     pd.DataFrame(
-        {"image_id": ["a", "b", "c"], "path": ["a", "b", "c"], "group": [0, 0, 1], "is_query": [True, False, True], "split": ["train", "train", "test"]}
+        {
+            "image_id": ["a", "b", "c"],
+            "path": ["a", "b", "c"],
+            "group": [0, 0, 1],
+            "is_query": [True, False, True],
+            "split": ["train", "train", "test"],
+        }
     ).to_csv(images, index=False)
     signatures = tmp_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
-    with pytest.raises(ResultFileError, match=r"fv-8.npy: 2 rows, but .*images.csv lists 3 images; rerun the encoding rules"):
+    with pytest.raises(
+        ResultFileError, match=r"fv-8.npy: 2 rows, but .*images.csv lists 3 images; rerun the encoding rules"
+    ):
         split_signatures(images, signatures)
     np.save(signatures, np.zeros((4, 8), dtype=np.float32))
     with pytest.raises(ResultFileError, match=r"fv-8.npy: 4 rows, but .*images.csv lists 3 images"):
@@ -473,7 +489,13 @@ def test_damaged_results_are_named_with_the_fix(tmp_path):
 
     images = tmp_path / "images.csv"
     pd.DataFrame(
-        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+        {
+            "image_id": ["a", "b"],
+            "path": ["a", "b"],
+            "group": [0, 0],
+            "is_query": [True, False],
+            "split": ["train", "test"],
+        }
     ).to_csv(images, index=False)
     signatures = tmp_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
@@ -516,13 +538,17 @@ def _call_sites():
     return [
         ("descriptor PCA sample", "sample.npy", descriptors, lambda t, f: codebooks.fit_descriptor_pca(f, t / "o", 4)),
         ("VLAD sample", "sample.npy", descriptors, lambda t, f: codebooks.fit_vlad_codebook(f, t / "o", 2, 4, 2, 0)),
-        ("FV sample", "sample.npy", descriptors, lambda t, f: codebooks.fit_fisher_codebook(f, t / "p", t / "o", 2, 2, 0)),
-        ("vocabulary sample", "sample.npy", descriptors, lambda t, f: seeds.fit_visual_vocabulary(f, t / "o", 2, 2, 1, 0)),
+        ("FV sample", "sample.npy", descriptors,
+         lambda t, f: codebooks.fit_fisher_codebook(f, t / "p", t / "o", 2, 2, 0)),
+        ("vocabulary sample", "sample.npy", descriptors,
+         lambda t, f: seeds.fit_visual_vocabulary(f, t / "o", 2, 2, 1, 0)),
         ("word-count shard", "0.npz", count_shard, lambda t, f: seeds.gather_bovw(t / "images.csv", [f], t / "o")),
         ("word counts", "bovw.npz", counts, lambda t, f: seeds.evaluate_tfidf(t / "images.csv", f, t / "o")),
-        ("signature shard", "0.npz", lambda path: np.savez(path, image_id=np.array(["a", "b"]), **{"fv-8": np.ones((2, 8))}),
+        ("signature shard", "0.npz",
+         lambda path: np.savez(path, image_id=np.array(["a", "b"]), **{"fv-8": np.ones((2, 8))}),
          lambda t, f: signatures.gather_signatures(t / "images.csv", [f], t / "o", "fv-8")),
-        ("JCF feature shard", "0.npz", feature_shard, lambda t, f: jcf.gather_jcf_features(t / "images.csv", [f], t / "o")),
+        ("JCF feature shard", "0.npz", feature_shard,
+         lambda t, f: jcf.gather_jcf_features(t / "images.csv", [f], t / "o")),
         ("JCF features", "features.npz", feature_shard, lambda t, f: jcf.load_features(t / "images.csv", f)),
     ]  # fmt: skip
 
@@ -536,7 +562,13 @@ def test_every_damaged_result_array_is_named_with_the_fix(tmp_path, site):
 
     name, filename, write, call = _call_sites()[site]
     pd.DataFrame(
-        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+        {
+            "image_id": ["a", "b"],
+            "path": ["a", "b"],
+            "group": [0, 0],
+            "is_query": [True, False],
+            "split": ["train", "test"],
+        }
     ).to_csv(tmp_path / "images.csv", index=False)
     damaged = _damaged(tmp_path / filename, write)
     fix = r"cut short or damaged: delete it and run `snakemake \S+ --cores all`"
@@ -551,7 +583,13 @@ def test_a_result_file_without_an_array_is_named_with_the_fix(tmp_path):
     from ndir.stages.jcf import gather_jcf_features
 
     pd.DataFrame(
-        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+        {
+            "image_id": ["a", "b"],
+            "path": ["a", "b"],
+            "group": [0, 0],
+            "is_query": [True, False],
+            "split": ["train", "test"],
+        }
     ).to_csv(tmp_path / "images.csv", index=False)
     shard = tmp_path / "0.npz"
     np.savez(shard, image_id=np.array(["a", "b"]), features=np.ones((4, 3), np.float32), pca_components=np.eye(3, 8))
@@ -567,12 +605,20 @@ def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
 
     images = tmp_path / "images.csv"
     table = pd.DataFrame(
-        {"image_id": ["a", "b"], "path": ["a", "b"], "group": [0, 0], "is_query": [True, False], "split": ["train", "test"]}
+        {
+            "image_id": ["a", "b"],
+            "path": ["a", "b"],
+            "group": [0, 0],
+            "is_query": [True, False],
+            "split": ["train", "test"],
+        }
     )
     fix = "cut short or damaged: delete it and run"  # the advice of read_result, whatever its command
     table.to_csv(images, index=False)
     images.write_text(images.read_text().split("\n", 1)[1])
-    with pytest.raises(ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'image_id', .*'split'\), {fix}"):
+    with pytest.raises(
+        ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'image_id', .*'split'\), {fix}"
+    ):
         sample_descriptors(images, tmp_path / "sample.npy", per_image=1, seed=0, descriptors={})
     table.drop(columns="split").to_csv(images, index=False)
     with pytest.raises(ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'split'\), {fix}"):
@@ -676,16 +722,16 @@ def test_soml_record_of_dense_signatures(tmp_path, monkeypatch):
     """train_soml on FV signatures (an .npy): the record names the signature, times the
     training alone (a fake clock), and counts per query D multiply-adds to weight the query and one
     per retained dimension and database image (dense signatures, no zero entry)."""
-    from ndir.stages.seeds import train_soml
-
     from ndir.stages import seeds
+    from ndir.stages.seeds import train_soml
 
     images, signatures, groups = _grouped_signatures(tmp_path)
     clock = itertools.count(1000.0, 1.0)  # every reading one second after the last
     monkeypatch.setattr(seeds, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     train_soml(
         images=images, signatures=signatures, model=tmp_path / "model.npz", record=tmp_path / "record.json",
-        signature="fv-8", variant="tg", options={"learning_rate": 1.0, "l1": 1e-3}, negatives_per_pair=2, epochs=1, seed=0,
+        signature="fv-8", variant="tg", options={"learning_rate": 1.0, "l1": 1e-3}, negatives_per_pair=2, epochs=1,
+        seed=0,
     )  # fmt: skip
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["method"] == "SOML-TG" and record["signature"] == "fv-8"
@@ -726,7 +772,8 @@ def test_final_maps_take_the_last_measured_interval(tmp_path):
     history = tmp_path / "history.csv"
     pd.DataFrame(
         {
-            "signature": "fv-8", "encoding": "fv", "K": 8, "R": 4, "tau": 0.9, "iteration": [0, 1, 2, 3], "test_map_dot": [0.5, np.nan, 0.7, 0.8],
+            "signature": "fv-8", "encoding": "fv", "K": 8, "R": 4, "tau": 0.9, "iteration": [0, 1, 2, 3],
+            "test_map_dot": [0.5, np.nan, 0.7, 0.8],
             "test_map_dot_low": [0.4, np.nan, 0.6, 0.75], "test_map_dot_high": [0.6, np.nan, 0.8, 0.85],
         }
     ).to_csv(history, index=False)  # fmt: skip

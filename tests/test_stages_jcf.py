@@ -14,6 +14,7 @@ from snakemake.utils import validate
 
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.config import check_config
+from ndir.descriptors import image_descriptors_with
 from ndir.errors import ConfigError, ResultFileError
 from ndir.evaluation import holidays_map, recall_at_k
 from ndir.jcf import (
@@ -24,7 +25,6 @@ from ndir.jcf import (
     subsample_descriptors,
 )
 from ndir.report import jcf_table, method_family
-from ndir.descriptors import image_descriptors_with
 from ndir.stages import jcf as stages_jcf
 from ndir.stages.common import split_together
 from ndir.stages.jcf import (

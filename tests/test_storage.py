@@ -29,9 +29,7 @@ META = {
 
 
 @pytest.mark.parametrize("as_sparse", [False, True])
-def test_round_trip_keeps_the_entries_in_float32_and_int32_and_the_metadata(
-    as_sparse, tmp_path
-):
+def test_round_trip_keeps_the_entries_in_float32_and_int32_and_the_metadata(as_sparse, tmp_path):
     """U goes out and comes back as a (D, R) float32 CSC matrix whose entries are U's
     rounded to float32, from a dense float64 array or a CSR matrix with int64
     indices; the file holds float32 values and int32 indices and pointers (the

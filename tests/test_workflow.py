@@ -277,9 +277,7 @@ def test_paper_literal_config_runs_on_the_tiny_config(tiny_run, tmp_path):
     for part in ("data", "codebooks", "signatures"):
         shutil.copytree(tiny_run / "results" / part, tmp_path / "results" / part)
     configs = [str(REPO / "tests/configs/tiny.yaml"), str(REPO / "configs/paper_literal.yaml")]
-    result = run_snakemake(
-        tmp_path, "results/tables/table2.csv", "--cores", "2", "--configfile", *configs, check=False
-    )
+    result = run_snakemake(tmp_path, "results/tables/table2.csv", "--cores", "2", "--configfile", *configs, check=False)
     assert result.returncode == 0, result.stderr[-6000:]
     assert "rule encode_shard" not in result.stdout + result.stderr  # the signatures were reused
     projectors = sorted((tmp_path / "results/sparse").glob("*/R*-tau0.99.npz"))
@@ -318,7 +316,8 @@ def test_jcf_table_and_figure(tiny_run):
     tiny config (K = 1, JCF-4 and JCF-4-2 at K = 8) after its random initialisation."""
     table = pd.read_csv(tiny_run / "results/tables/jcf.csv")
     assert list(table.columns) == [
-        "Method", "K", "R", "k", "Parameters", "Dims", "Bytes per db image", "Test mAP", "Recall@1", "Best epoch", "Train s",
+        "Method", "K", "R", "k", "Parameters", "Dims", "Bytes per db image", "Test mAP", "Recall@1", "Best epoch",
+        "Train s",
     ]  # fmt: skip
     assert list(table["Method"]) == [
         "second-order pooling",

@@ -97,8 +97,21 @@ MODULES = {
     **{
         name: ([f"src/ndir/{name}.py"], [f"tests/test_{name}.py"])
         for name in (
-            "atomic", "baselines", "bovw", "codebooks", "comparison", "descriptors", "download", "encoding",
-            "model_files", "preprocess", "provenance", "report", "similarity_matrix", "soml", "triplets",
+            "atomic",
+            "baselines",
+            "bovw",
+            "codebooks",
+            "comparison",
+            "descriptors",
+            "download",
+            "encoding",
+            "model_files",
+            "preprocess",
+            "provenance",
+            "report",
+            "similarity_matrix",
+            "soml",
+            "triplets",
         )
     },  # fmt: skip
     # The CLI's tests build, save and load indexes: they reach index's error paths.

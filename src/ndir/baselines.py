@@ -33,9 +33,9 @@ from sklearn.base import BaseEstimator
 from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
 from sklearn.utils.validation import check_is_fitted
 
-from . import comparison
-from .encoding import l2_normalise_rows
-from .projection import PCAProjection, SparseRankProjector, projection_cost
+from ndir import comparison
+from ndir.encoding import l2_normalise_rows
+from ndir.projection import PCAProjection, SparseRankProjector, projection_cost
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def baseline_grid(dims, sparsities, seeds, pq_bytes, nbits, subvector_dims, max_
                 grid.append(Baseline(f"random sparse R={R} τ={tau:g}", f"random sparse τ={tau:g}", R, tau, seed))
     if pq_bytes is None:
         return grid
-    for n_bytes, n_components, n_subquantizers in pq_settings(
+    for n_bytes, n_components, _ in pq_settings(
         [*pq_bytes, *(4 * R for R in dims)], nbits, subvector_dims, max_components
     ):
         grid.append(
@@ -228,9 +228,11 @@ def baseline_record(baseline, model, signature, n_features, n_database, quality,
             **common,
         )
     elif isinstance(model, SparseRandomProjection):
-        record = comparison.sparse_projection_record(cost=projection_cost(model.components_.T), n_database=n_database, **common)  # fmt: skip
+        cost = projection_cost(model.components_.T)
+        record = comparison.sparse_projection_record(cost=cost, n_database=n_database, **common)
     elif isinstance(model, SparseRankProjector):
-        record = comparison.sparse_projection_record(cost=projection_cost(model.components_), n_database=n_database, **common)  # fmt: skip
+        cost = projection_cost(model.components_)
+        record = comparison.sparse_projection_record(cost=cost, n_database=n_database, **common)
     else:
         record = comparison.dense_projection_record(
             n_features=n_features,

@@ -29,8 +29,8 @@ from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.preprocessing import normalize
 
 from ndir.codebooks import kmeans
-from ndir.model_files import read_model_file, write_model_file
 from ndir.errors import NdirInputError
+from ndir.model_files import read_model_file, write_model_file
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,9 @@ class VisualVocabulary:
 
     def save(self, path):
         """Write the vocabulary to the ``.npz`` file ``path`` (kind ``"bovw"``)."""
-        write_model_file(path, "bovw", centroids=self.centroids_, seed=self.seed, n_iter=self.n_iter, nprobe=self.nprobe)
+        write_model_file(
+            path, "bovw", centroids=self.centroids_, seed=self.seed, n_iter=self.n_iter, nprobe=self.nprobe
+        )
 
     @classmethod
     def load(cls, path):
@@ -111,9 +113,7 @@ class VisualVocabulary:
         return cls(arrays["centroids"], int(arrays["seed"]), int(arrays["n_iter"]), int(arrays["nprobe"]))
 
 
-def fit_visual_vocabulary(
-    sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_threads=2
-):
+def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_threads=2):
     """k-means vocabulary on a descriptor sample (n, 128) float32 (faiss).
 
     ``kmeans_threads``: threads of the k-means, which set its last bits

@@ -30,8 +30,8 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, names
-from .errors import NdirInputError, os_reason
+from ndir import __version__, names
+from ndir.errors import NdirInputError, os_reason
 
 # ndir.embedded's DEFAULT_VIEW_SIZE, MIN_VIEW_SIZE and DEFAULT_SIBLING_OVERLAP, without
 # importing it (OpenCV and pandas: half a second) for every command.
@@ -39,7 +39,7 @@ VIEW_SIZE, MIN_VIEW_SIZE, SIBLING_OVERLAP = 320, 64, 0.6
 
 
 def _build_embedded(args):
-    from .data import build_embedded_dataset
+    from ndir.data import build_embedded_dataset
 
     table = build_embedded_dataset(
         args.out_dir,
@@ -49,18 +49,14 @@ def _build_embedded(args):
         allow_overlap=args.allow_overlap,
         sibling_overlap=args.sibling_overlap,
     )
-    print(
-        f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}"
-    )
+    print(f"wrote {len(table)} images in {table['group'].nunique()} groups to {args.out_dir}")
 
 
 def _describe(args):
-    from .descriptors import image_descriptors
+    from ndir.descriptors import image_descriptors
 
     for path in args.images:
-        local = image_descriptors(
-            path, max_width=args.max_width, step=args.step, cell_sizes=tuple(args.cell_sizes)
-        )
+        local = image_descriptors(path, max_width=args.max_width, step=args.step, cell_sizes=tuple(args.cell_sizes))
         print(f"{path}: {local.shape[0]} descriptors of {local.shape[1]} dims")
 
 
@@ -70,9 +66,7 @@ def _cell_sizes(text):
     except ValueError:
         sizes = []
     if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected positive integers separated by commas, got {text!r}"
-        )
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
     return sizes
 
 
@@ -96,9 +90,7 @@ def _int_at_least(minimum):
         except ValueError:
             value = minimum - 1
         if value < minimum:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer >= {minimum}, got {text!r}"
-            )
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
         return value
 
     return parse
@@ -125,8 +117,7 @@ def _figure_file(text):
     formats = FigureCanvasBase.get_supported_filetypes()
     if Path(text).suffix.lower().lstrip(".") not in formats:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: name the figure file with one of the suffixes "
-            + ", ".join(f".{f}" for f in sorted(formats))
+            f"{text!r}: name the figure file with one of the suffixes " + ", ".join(f".{f}" for f in sorted(formats))
         )
     return Path(text)
 
@@ -134,13 +125,7 @@ def _figure_file(text):
 def _index(args):
     from tqdm import tqdm
 
-    from .index import (
-        build_index,
-        check_index_folder,
-        group_labels,
-        image_files,
-        load_encoder,
-    )
+    from ndir.index import build_index, check_index_folder, group_labels, image_files, load_encoder
 
     encoder = load_encoder(
         args.codebook,
@@ -167,9 +152,7 @@ def _index(args):
     def warn(path, message):
         tqdm.write(f"ndir: warning: skipped {message}", file=sys.stderr)
 
-    index, skipped = build_index(
-        paths, encoder, progress=progress, on_skip=warn, groups=groups, n_jobs=args.jobs
-    )
+    index, skipped = build_index(paths, encoder, progress=progress, on_skip=warn, groups=groups, n_jobs=args.jobs)
     if groups is not None:
         index.meta["groups"] = args.groups
     index.save(args.output)
@@ -187,7 +170,7 @@ def _index(args):
 
 
 def _query(args):
-    from .index import NearDuplicateIndex, query_index
+    from ndir.index import NearDuplicateIndex, query_index
 
     for image in args.images:
         if not Path(image).is_file():
@@ -208,8 +191,7 @@ def _query(args):
             show_queries(index, found, args.k, args.show)
         except OSError as error:
             raise NdirInputError(
-                f"{args.show}: cannot write the figure ({os_reason(error)}); "
-                "name a file in a folder you can write to"
+                f"{args.show}: cannot write the figure ({os_reason(error)}); name a file in a folder you can write to"
             ) from None
         print(f"wrote {args.show}", file=sys.stderr)
     found = [{**record, "results": record["results"][: args.k]} for record in found]
@@ -228,19 +210,16 @@ def _query(args):
 
 def _check_figure_folder(path):
     """NdirInputError unless a figure can be written to ``path``, before any work."""
-    from .atomic import check_writable
+    from ndir.atomic import check_writable
 
     folder = path.resolve().parent
     if not folder.is_dir():
-        raise NdirInputError(
-            f"{path}: its folder does not exist; create it or name another file"
-        )
+        raise NdirInputError(f"{path}: its folder does not exist; create it or name another file")
     try:
         check_writable(folder)
     except OSError as error:
         raise NdirInputError(
-            f"{path}: cannot write the figure there ({os_reason(error)}); "
-            "name a file in a folder you can write to"
+            f"{path}: cannot write the figure there ({os_reason(error)}); name a file in a folder you can write to"
         ) from None
 
 
@@ -253,8 +232,8 @@ def show_queries(index, found, k, path):
     whole index for the exact AP); other results are framed grey, with their
     scores. Returns the frame colours, per query.
     """
-    from .evaluation import average_precision
-    from .figures import retrievals_figure
+    from ndir.evaluation import average_precision
+    from ndir.figures import retrievals_figure
 
     meta = index.meta
     tau = meta["projector"]["meta"].get("sparsity")
@@ -293,7 +272,7 @@ def show_queries(index, found, k, path):
 
 
 def _info(args):
-    from .index import describe
+    from ndir.index import describe
 
     for key, value in describe(args.file).items():
         if isinstance(value, dict):
@@ -310,9 +289,7 @@ def _add_descriptor_options(parser):
         default=512,
         help="resize images to at most this width (default: 512)",
     )
-    parser.add_argument(
-        "--step", type=_positive_int, default=3, help="dense grid step in pixels (default: 3)"
-    )
+    parser.add_argument("--step", type=_positive_int, default=3, help="dense grid step in pixels (default: 3)")
     parser.add_argument(
         "--cell-sizes",
         type=_cell_sizes,
@@ -334,9 +311,7 @@ def build_parser():
 
     summary = "write the embedded near-duplicate set (Holidays naming) into a folder"
     embedded = commands.add_parser("build-embedded", help=summary, description=summary)
-    embedded.add_argument(
-        "out_dir", metavar="OUT_DIR", help="folder to write the images and views.csv into"
-    )
+    embedded.add_argument("out_dir", metavar="OUT_DIR", help="folder to write the images and views.csv into")
     embedded.add_argument(
         "--groups",
         type=_positive_int,
@@ -353,8 +328,7 @@ def build_parser():
         "--size",
         type=_int_at_least(MIN_VIEW_SIZE),
         default=VIEW_SIZE,
-        help=f"longer side of the views in pixels, at least {MIN_VIEW_SIZE} (default: "
-        f"{VIEW_SIZE}, the workflow's)",
+        help=f"longer side of the views in pixels, at least {MIN_VIEW_SIZE} (default: {VIEW_SIZE}, the workflow's)",
     )
     embedded.add_argument(
         "--sibling-overlap",
@@ -399,9 +373,7 @@ def build_parser():
         metavar="NPZ",
         help=f"projector learned for that codebook's signature, {names.PROJECTOR_FILE_HINT}",
     )
-    index.add_argument(
-        "-o", "--output", required=True, metavar="INDEX", help="index folder to write"
-    )
+    index.add_argument("-o", "--output", required=True, metavar="INDEX", help="index folder to write")
     _add_descriptor_options(index)
     index.add_argument(
         "--alpha",
@@ -423,8 +395,7 @@ def build_parser():
         type=_positive_int,
         default=None,
         metavar="N",
-        help="images encoded at once, on N threads (default: every CPU; the index is "
-        "the same for any N)",
+        help="images encoded at once, on N threads (default: every CPU; the index is the same for any N)",
     )
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     index.set_defaults(func=_index)
@@ -437,15 +408,9 @@ def build_parser():
         "left out.",
     )
     query.add_argument("index", metavar="INDEX", help="folder written by `ndir index`")
-    query.add_argument(
-        "images", nargs="+", metavar="IMAGE", help="query image files"
-    )
-    query.add_argument(
-        "-k", type=_positive_int, default=10, help="results per query (default: 10)"
-    )
-    query.add_argument(
-        "--json", action="store_true", help="print JSON instead of a table"
-    )
+    query.add_argument("images", nargs="+", metavar="IMAGE", help="query image files")
+    query.add_argument("-k", type=_positive_int, default=10, help="results per query (default: 10)")
+    query.add_argument("--json", action="store_true", help="print JSON instead of a table")
     query.add_argument(
         "--show",
         type=_figure_file,

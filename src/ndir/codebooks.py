@@ -73,8 +73,7 @@ def _as_descriptors(sample, what):
         )
     if not np.isfinite(sample).all():
         raise NdirInputError(
-            f"{what}: the descriptor sample contains NaN or infinite values; "
-            "re-run the sample_descriptors rule"
+            f"{what}: the descriptor sample contains NaN or infinite values; re-run the sample_descriptors rule"
         )
     return sample
 
@@ -94,10 +93,7 @@ def _image_descriptors(descriptors, dim):
     if descriptors.size == 0:
         return descriptors.reshape(0, dim)
     if descriptors.ndim != 2 or descriptors.shape[1] != dim:
-        raise ValueError(
-            f"expected (n, {dim}) descriptors for this codebook, got shape "
-            f"{descriptors.shape}"
-        )
+        raise ValueError(f"expected (n, {dim}) descriptors for this codebook, got shape {descriptors.shape}")
     return descriptors
 
 
@@ -147,9 +143,7 @@ class DescriptorPCA:
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; NdirInputError if ``path`` is not one."""
-        arrays = read_model_file(
-            path, "descriptor_pca", ["mean", "components", "explained_variance"]
-        )
+        arrays = read_model_file(path, "descriptor_pca", ["mean", "components", "explained_variance"])
         return cls(arrays["mean"], arrays["components"], arrays["explained_variance"])
 
 
@@ -292,9 +286,7 @@ class VladCodebook:
         )
 
 
-def fit_vlad_codebook(
-    sample, n_clusters, n_components=80, seed=0, n_iter=20, kmeans_threads=2
-):
+def fit_vlad_codebook(sample, n_clusters, n_components=80, seed=0, n_iter=20, kmeans_threads=2):
     """k-means codebook with one PCA of the residuals per cluster (Negrel et al. 2012).
 
     1. k-means (faiss, all points, ``n_iter`` Lloyd iterations from centroids drawn
@@ -322,8 +314,7 @@ def fit_vlad_codebook(
     dim = sample.shape[1]
     if not 1 <= n_components <= dim:
         raise NdirInputError(
-            f"fit_vlad_codebook: n_components={n_components} must be in [1, {dim}] "
-            "(config key codebooks.pca_dims)"
+            f"fit_vlad_codebook: n_components={n_components} must be in [1, {dim}] (config key codebooks.pca_dims)"
         )
     centroids = kmeans(sample, n_clusters, seed, n_iter, kmeans_threads)
     components = fit_cluster_pca(sample, centroids, n_components)
@@ -432,9 +423,7 @@ class FisherCodebook:
         (``reduced = pca_.transform(descriptors)``, (n, d')): what :meth:`encode`
         computes after its PCA, for codebooks sharing one PCA (:func:`encode_image`)."""
         with _encoding_map(block_map) as block_map:
-            return fisher_vector(
-                reduced, self.weights_, self.means_, self.variances_, block_map
-            )
+            return fisher_vector(reduced, self.weights_, self.means_, self.variances_, block_map)
 
     def save(self, path):
         """Write the codebook and its PCA to the ``.npz`` file ``path`` (kind ``"fv"``)."""
@@ -455,9 +444,7 @@ class FisherCodebook:
     def load(cls, path):
         """Read a codebook written by :meth:`save`; NdirInputError if ``path`` is not one."""
         keys = ["weights", "means", "variances", "pca_mean", "pca_components"]
-        arrays = read_model_file(
-            path, "fv", keys + ["pca_explained_variance", "seed", "n_iter"]
-        )
+        arrays = read_model_file(path, "fv", keys + ["pca_explained_variance", "seed", "n_iter"])
         pca = DescriptorPCA(
             arrays["pca_mean"],
             arrays["pca_components"],
@@ -515,12 +502,8 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     n = len(X)
     with blas_block_map() as block_map:
         for iteration in range(n_iter):
-            s0, s1, s2, log_likelihood = blocked_gmm_statistics(
-                X, weights, means, variances, block_map
-            )
-            weights, means, variances = _m_step(
-                s0, s1, s2, n, means, variances, variance_floor
-            )
+            s0, s1, s2, log_likelihood = blocked_gmm_statistics(X, weights, means, variances, block_map)
+            weights, means, variances = _m_step(s0, s1, s2, n, means, variances, variance_floor)
             logger.info(
                 "EM iteration %d, K=%d: mean log-likelihood %.6g",
                 iteration + 1,
@@ -530,9 +513,7 @@ def gmm_em(X, weights, means, variances, n_iter, variance_floor):
     return weights, means, variances
 
 
-def fit_fisher_codebook(
-    sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=10, kmeans_threads=1
-):
+def fit_fisher_codebook(sample, n_clusters, pca, seed=0, n_iter=20, kmeans_iter=10, kmeans_threads=1):
     """Diagonal GMM of PCA-reduced descriptors, by EM initialised from k-means.
 
     The descriptors are reduced by ``pca``; k-means (faiss, ``kmeans_iter``
@@ -581,9 +562,7 @@ def fit_fisher_codebook(
             "the training images have no texture to learn a GMM from"
         )
     # A direction without variance still gets a positive floor (no 1/0).
-    variance_floor = VARIANCE_FLOOR * np.maximum(
-        sample_variance, 1e-6 * sample_variance.max()
-    )
+    variance_floor = VARIANCE_FLOOR * np.maximum(sample_variance, 1e-6 * sample_variance.max())
 
     # Start from the k-means partition: one M-step with hard posteriors. A cluster
     # left empty keeps its centroid and the sample variance.
@@ -600,9 +579,7 @@ def fit_fisher_codebook(
         np.broadcast_to(sample_variance, centroids.shape),
         variance_floor,
     )
-    weights, means, variances = gmm_em(
-        reduced, weights, means, variances, n_iter, variance_floor
-    )
+    weights, means, variances = gmm_em(reduced, weights, means, variances, n_iter, variance_floor)
     return FisherCodebook(
         pca,
         weights.astype(np.float32),
@@ -653,9 +630,7 @@ def encode_image(descriptors, codebooks):
 
 def _same_pca(a, b):
     """Whether two DescriptorPCA reduce descriptors identically (equal mean and axes)."""
-    return a is b or (
-        np.array_equal(a.mean_, b.mean_) and np.array_equal(a.components_, b.components_)
-    )
+    return a is b or (np.array_equal(a.mean_, b.mean_) and np.array_equal(a.components_, b.components_))
 
 
 def _encoding_map(block_map):
@@ -679,9 +654,9 @@ def load_codebook(path):
     """
     kind = file_kind(path)
     if kind not in CODEBOOK_CLASSES:
-        hint = "the descriptor PCA is part of each FV codebook" if kind == "descriptor_pca" else f"it is a {KINDS[kind]}"
-        raise NdirInputError(
-            f"{path}: not a VLAD or FV codebook ({hint}); pass --codebook {names.CODEBOOK_FILE_HINT}"
+        hint = (
+            "the descriptor PCA is part of each FV codebook" if kind == "descriptor_pca" else f"it is a {KINDS[kind]}"
         )
+        raise NdirInputError(f"{path}: not a VLAD or FV codebook ({hint}); pass --codebook {names.CODEBOOK_FILE_HINT}")
     codebook = CODEBOOK_CLASSES[kind].load(path)
     return codebook, names.signature_name(kind, codebook.n_clusters)

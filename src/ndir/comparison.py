@@ -45,8 +45,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ResultFileError, rebuild_advice
-from .evaluation import holidays_map, map_from_scores, ns_from_scores, ns_score, recall_at_k
+from ndir.errors import ResultFileError, rebuild_advice
+from ndir.evaluation import holidays_map, map_from_scores, ns_from_scores, ns_score, recall_at_k
 
 RECORD_KEYS = (
     "method",

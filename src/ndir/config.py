@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 from jsonschema.validators import validator_for
 
-from . import names
-from .errors import ConfigError
+from ndir import names
+from ndir.errors import ConfigError
 
 #: Dimensions kept per codebook entry (VLAD) and per Gaussian and gradient (FV).
 #: The signature of ``encoding`` with K entries has ``K * pca_dims * FACTOR`` dims.
@@ -134,8 +134,7 @@ def raise_schema_errors(config, schema):
     if errors:
         raise ConfigError(
             "the config (config.yaml with any --configfile and --config) does not match "
-            "workflow/schemas/config.schema.yaml, which describes every key:\n  "
-            + "\n  ".join(errors)
+            "workflow/schemas/config.schema.yaml, which describes every key:\n  " + "\n  ".join(errors)
         )
 
 
@@ -162,8 +161,7 @@ def check_config(config):
     if dataset["kind"] != "embedded" and dataset.get("path"):
         if not Path(dataset["path"]).is_dir():
             raise ConfigError(
-                f"dataset.path: {dataset['path']!r} is not a folder; "
-                "point it at the data set's image folder"
+                f"dataset.path: {dataset['path']!r} is not a folder; point it at the data set's image folder"
             )
 
     pca_dims = config["codebooks"]["pca_dims"]

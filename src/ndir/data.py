@@ -37,8 +37,8 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from PIL import Image, UnidentifiedImageError
 
-from .embedded import PROVENANCE_FILE, build_embedded_dataset
-from .errors import ConfigError, DatasetError, ImageReadError
+from ndir.embedded import PROVENANCE_FILE, build_embedded_dataset
+from ndir.errors import ConfigError, DatasetError, ImageReadError
 
 __all__ = [
     "DATASET_KINDS",
@@ -140,11 +140,17 @@ def read_gray(path):
     """
     path = Path(path)
     if path.is_dir():
-        raise ImageReadError(path, "is a folder, not an image file; pass image files, or take the folder out of the image folder")
+        raise ImageReadError(
+            path, "is a folder, not an image file; pass image files, or take the folder out of the image folder"
+        )
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        raise ImageReadError(path, "file not found; check the path (for a data set that changed, run the workflow again: it scans the folder anew)") from None
+        raise ImageReadError(
+            path,
+            "file not found; check the path (for a data set that changed, run the workflow again: "
+            "it scans the folder anew)",
+        ) from None
     except OSError as error:
         raise ImageReadError(path, f"cannot open the file ({error.strerror}); check its permissions") from None
     if size == 0:
@@ -160,7 +166,8 @@ def read_gray(path):
     except UnidentifiedImageError:
         raise ImageReadError(
             path,
-            "not an image file that Pillow can decode (JPEG, PNG, TIFF, BMP, WebP, ...); convert it, or remove it from the image folder",
+            "not an image file that Pillow can decode (JPEG, PNG, TIFF, BMP, WebP, ...); "
+            "convert it, or remove it from the image folder",
         ) from None
     except Image.DecompressionBombError as error:
         raise ImageReadError(
@@ -470,8 +477,9 @@ def split_groups(images, train_fraction=0.5, seed=0, together=None):
     photograph) form one block that lands whole on one side: blocks are drawn in a
     seeded random order and each goes to training when the blocks after it can still
     complete the target count, so the training split has exactly the target number
-    of groups whenever some blocks add up to it (else the nearest count below, logged). Without ``together`` every group is its
-    own block and the split is a seeded permutation of the groups.
+    of groups whenever some blocks add up to it (else the nearest count below, logged).
+    Without ``together`` every group is its own block and the split is a seeded
+    permutation of the groups.
 
     Parameters
     ----------

@@ -117,10 +117,7 @@ def dense_grid(height, width, step, patch_size):
 
 def n_descriptors(height, width, step=STEP, cell_sizes=CELL_SIZES):
     """Number of rows :func:`dense_hog` returns for an image of this size."""
-    return sum(
-        int(np.prod(dense_grid_shape(height, width, step, N_CELLS * c)))
-        for c in cell_sizes
-    )
+    return sum(int(np.prod(dense_grid_shape(height, width, step, N_CELLS * c))) for c in cell_sizes)
 
 
 def min_image_size(cell_sizes=CELL_SIZES):
@@ -145,9 +142,7 @@ def orientation_maps(image):
         magnitude.
     """
     height, width = image.shape
-    padded = cv2.copyMakeBorder(
-        image.astype(np.float32), 1, 1, 1, 1, cv2.BORDER_REPLICATE
-    )
+    padded = cv2.copyMakeBorder(image.astype(np.float32), 1, 1, 1, 1, cv2.BORDER_REPLICATE)
     gx = (padded[1:-1, 2:] - padded[1:-1, :-2]) * np.float32(0.5)
     gy = (padded[2:, 1:-1] - padded[:-2, 1:-1]) * np.float32(0.5)
     # np.hypot rather than cv2.magnitude, whose last bit varies between calls
@@ -164,9 +159,7 @@ def orientation_maps(image):
 
     maps = np.zeros((height, width, N_ORIENTATIONS), dtype=np.float32)
     flat = maps.reshape(-1)
-    pixel_offset = np.arange(
-        0, height * width * N_ORIENTATIONS, N_ORIENTATIONS, dtype=np.int64
-    ).reshape(height, width)
+    pixel_offset = np.arange(0, height * width * N_ORIENTATIONS, N_ORIENTATIONS, dtype=np.int64).reshape(height, width)
     flat[pixel_offset + lower_bin] = magnitude - upper_vote
     flat[pixel_offset + upper_bin] = upper_vote
     return maps
@@ -218,10 +211,7 @@ def dense_hog(image, step=STEP, cell_sizes=CELL_SIZES):
         raise ValueError(f"step must be a positive integer, got {step!r}")
     cell_sizes = tuple(cell_sizes)
     if not cell_sizes or not all(_is_positive_int(c) for c in cell_sizes):
-        raise ValueError(
-            "cell_sizes must be a non-empty sequence of positive integers, "
-            f"got {cell_sizes!r}"
-        )
+        raise ValueError(f"cell_sizes must be a non-empty sequence of positive integers, got {cell_sizes!r}")
     minimum = min_image_size(cell_sizes)
     height, width = image.shape
     if min(height, width) < minimum:
@@ -232,9 +222,7 @@ def dense_hog(image, step=STEP, cell_sizes=CELL_SIZES):
         )
 
     maps = orientation_maps(image)
-    descriptors = np.empty(
-        (n_descriptors(height, width, step, cell_sizes), DESCRIPTOR_DIM), np.float32
-    )
+    descriptors = np.empty((n_descriptors(height, width, step, cell_sizes), DESCRIPTOR_DIM), np.float32)
     start = 0
     for cell in cell_sizes:
         # cells[y, x] = sum of maps over rows y..y+cell-1 and columns x..x+cell-1
@@ -264,9 +252,7 @@ def dense_hog(image, step=STEP, cell_sizes=CELL_SIZES):
                 rows = cell_items[y0 : y0 + (r1 - r0) * step : step]
                 for cell_col in range(N_CELLS):
                     x0 = cell_col * cell
-                    scale_items[r0:r1, :, N_CELLS * cell_row + cell_col] = rows[
-                        :, x0 : x0 + n_cols * step : step
-                    ]
+                    scale_items[r0:r1, :, N_CELLS * cell_row + cell_col] = rows[:, x0 : x0 + n_cols * step : step]
             _sift_normalise(scale[r0 * n_cols : r1 * n_cols])
         start += n
     return descriptors
@@ -328,8 +314,4 @@ def _sift_normalise(descriptors):
 
 
 def _is_positive_int(value):
-    return (
-        isinstance(value, numbers.Integral)
-        and not isinstance(value, bool)
-        and value > 0
-    )
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0

@@ -25,9 +25,9 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from .atomic import atomic_folder, atomic_output
-from .data import IMAGE_SUFFIXES, scan_dataset
-from .errors import NdirInputError
+from ndir.atomic import atomic_folder, atomic_output
+from ndir.data import IMAGE_SUFFIXES, scan_dataset
+from ndir.errors import NdirInputError
 
 CHUNK = 1 << 20  # bytes read at a time
 TIMEOUT = 60  # seconds without an answer before a download gives up

@@ -35,7 +35,7 @@ import cv2
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError, DatasetError
+from ndir.errors import ConfigError, DatasetError
 
 logger = logging.getLogger(__name__)
 

@@ -215,9 +215,7 @@ def _log_joint_coefficients(weights, means, variances):
     Expanding the quadratic form turns the N x K x D evaluation into one GEMM.
     The coefficients are computed in float64, then rounded once to float32.
     """
-    weights, means, variances = (
-        np.asarray(a, dtype=np.float64) for a in (weights, means, variances)
-    )
+    weights, means, variances = (np.asarray(a, dtype=np.float64) for a in (weights, means, variances))
     n_components, dim = means.shape
     precisions = 1.0 / variances
     bias = (
@@ -309,13 +307,8 @@ def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE
     for start in range(0, len(descriptors), chunk_size):
         block = np.asarray(descriptors[start : start + chunk_size], dtype=np.float32)
         augmented = _augment(block)
-        unnormalised, row_sum, row_max = _unnormalised_posteriors(
-            augmented, coefficients
-        )
-        log_likelihood += float(
-            np.sum(row_max, dtype=np.float64)
-            + np.sum(np.log(row_sum), dtype=np.float64)
-        )
+        unnormalised, row_sum, row_max = _unnormalised_posteriors(augmented, coefficients)
+        log_likelihood += float(np.sum(row_max, dtype=np.float64) + np.sum(np.log(row_sum), dtype=np.float64))
         # gamma = unnormalised / row_sum: dividing the rows of the (n, 2D+1) factor
         # instead of the (n, K) posteriors is cheaper when K > 2D + 1.
         augmented /= row_sum[:, None]
@@ -378,9 +371,7 @@ def fisher_vector(descriptors, weights, means, variances, block_map=map):
     n = len(descriptors)
     if n == 0:
         return np.zeros(2 * n_components * dim, dtype=np.float32)
-    s0, s1, s2, _ = blocked_gmm_statistics(
-        descriptors, weights, means, variances, block_map
-    )
+    s0, s1, s2, _ = blocked_gmm_statistics(descriptors, weights, means, variances, block_map)
     weights = np.asarray(weights, dtype=np.float64)[:, None]
     means = np.asarray(means, dtype=np.float64)
     variances = np.asarray(variances, dtype=np.float64)

@@ -11,8 +11,8 @@ intervals of an mAP, and the top-k lists the retrievals figure draws are here to
 
 import numpy as np
 
-from .encoding import l2_normalise_rows
-from .projection.product import float64_inner
+from ndir.encoding import l2_normalise_rows
+from ndir.projection.product import float64_inner
 
 
 def average_precision(positive_ranks, n_positives):
@@ -46,9 +46,7 @@ def average_precision(positive_ranks, n_positives):
     if n_positives < 1:
         raise ValueError(f"n_positives must be >= 1, got {n_positives}")
     if ranks.size > n_positives:
-        raise ValueError(
-            f"{ranks.size} positive ranks given for only {n_positives} positives"
-        )
+        raise ValueError(f"{ranks.size} positive ranks given for only {n_positives} positives")
     if ranks.size and (ranks[0] < 0 or np.any(np.diff(ranks) <= 0)):
         raise ValueError("positive_ranks must be non-negative and strictly increasing")
     n_before = np.arange(ranks.size, dtype=np.float64)
@@ -106,10 +104,7 @@ def map_from_scores(scores, query_rows, groups, return_per_query=False):
     if n_queries == 0:
         raise ValueError("no query to evaluate")
     if scores.shape != (n_queries, n_images):
-        raise ValueError(
-            f"scores has shape {scores.shape}; expected (n_queries, n_images) = "
-            f"({n_queries}, {n_images})"
-        )
+        raise ValueError(f"scores has shape {scores.shape}; expected (n_queries, n_images) = ({n_queries}, {n_images})")
     if not np.all(np.isfinite(scores)):
         raise ValueError("scores contain NaN or infinite values")
     query_groups = groups[query_rows]
@@ -118,10 +113,7 @@ def map_from_scores(scores, query_rows, groups, return_per_query=False):
     n_positives = np.count_nonzero(positive, axis=1)
     if np.any(n_positives < 1):
         lonely = np.unique(query_groups[n_positives < 1]).tolist()
-        raise ValueError(
-            f"groups {lonely} have no image besides their query; every group "
-            "needs at least one positive"
-        )
+        raise ValueError(f"groups {lonely} have no image besides their query; every group needs at least one positive")
 
     # Only the positives' ranks matter: a positive's 0-based rank in the query's list
     # is the number of positives before it (higher score, or equal score and lower

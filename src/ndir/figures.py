@@ -101,7 +101,7 @@ def seeds_comparison_figure(records, stem):
     family and input (e.g. PCA on FV-256 at each R) are joined by a line, colours
     tell the inputs apart.
     """
-    from .report import input_label, method_family
+    from ndir.report import input_label, method_family
 
     records = records.assign(family=records["method"].map(method_family))
     markers = dict(zip(sorted(records["family"].unique()), itertools.cycle("osD^v<>pPX*h")))
@@ -134,7 +134,7 @@ def frontier_figure(records, fronts, summaries, costs, stem):
     ``{cost: mask}`` of each panel's Pareto front, drawn as a step line through its
     points (circled); ``summaries`` ``{cost: sentence}`` printed under the panels.
     """
-    from .report import input_label, method_family
+    from ndir.report import input_label, method_family
 
     records = records.assign(family=records["method"].map(method_family))
     families = sorted(records["family"].unique())
@@ -230,7 +230,9 @@ def jcf_recall_figure(records, stem):
         )
     baselines = records[records["initialisation"] == "none"].sort_values("dims")
     for style, row in zip(itertools.cycle(JCF_BASELINE_STYLES), baselines.itertuples()):
-        ax.axhline(100 * row.recall_at_1, color="0.35", linestyle=style, linewidth=1, label=f"{row.method} ({row.dims:,} dims)")
+        ax.axhline(
+            100 * row.recall_at_1, color="0.35", linestyle=style, linewidth=1, label=f"{row.method} ({row.dims:,} dims)"
+        )
     ax.set_xscale("log")
     if len(learned):
         low, high = learned["n_parameters"].min(), learned["n_parameters"].max()
@@ -271,7 +273,7 @@ def thumbnail(path, size=160):
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _charmap(font_file):
     """The code points the font file ``font_file`` has glyphs for."""
     return frozenset(ft2font.FT2Font(font_file).get_charmap())
@@ -394,7 +396,9 @@ def retrievals_figure(queries, outputs, title=None, thumb_size=128, dpi=110):
             label_ax.text(1.0, 0.5, text, ha="right", va="center", fontsize=7, transform=label_ax.transAxes)
             relevant = method.get("relevant") or [None] * len(method["results"])
             if len(relevant) != len(method["results"]):
-                raise ValueError(f"{method['name']}: {len(relevant)} relevance flags for {len(method['results'])} results")
+                raise ValueError(
+                    f"{method['name']}: {len(relevant)} relevance flags for {len(method['results'])} results"
+                )
             captions = method.get("captions") or [None] * len(method["results"])
             cells = []
             for rank, (path, flag, caption) in enumerate(zip(method["results"], relevant, captions), start=1):

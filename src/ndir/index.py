@@ -43,16 +43,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__, available_cpus, names
-from .codebooks import CODEBOOK_CLASSES, load_codebook
-from .data import IMAGE_SUFFIXES
-from .descriptors import CELL_SIZES, STEP, image_descriptors_with
-from .encoding import power_l2_normalise, single_threaded_blas_pool
-from .atomic import atomic_folder, check_writable
-from .errors import NdirInputError, os_reason
-from .model_files import file_kind
-from .preprocess import MAX_WIDTH
-from .projection import load_projector, projection_cost
+from ndir import __version__, available_cpus, names
+from ndir.atomic import atomic_folder, check_writable
+from ndir.codebooks import CODEBOOK_CLASSES, load_codebook
+from ndir.data import IMAGE_SUFFIXES
+from ndir.descriptors import CELL_SIZES, STEP, image_descriptors_with
+from ndir.encoding import power_l2_normalise, single_threaded_blas_pool
+from ndir.errors import NdirInputError, os_reason
+from ndir.model_files import file_kind
+from ndir.preprocess import MAX_WIDTH
+from ndir.projection import load_projector, projection_cost
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +82,7 @@ def image_files(folder):
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise NdirInputError(
-            f"{folder}: no such folder; pass the folder that holds your images"
-        )
+        raise NdirInputError(f"{folder}: no such folder; pass the folder that holds your images")
     paths = sorted(
         path
         for path in folder.rglob("*")
@@ -200,8 +198,7 @@ def load_encoder(
     model, signature = load_codebook(codebook)
     if file_kind(projector) != "projector":
         raise NdirInputError(
-            f"{projector}: not a projector (it is a codebook); "
-            f"pass --projector {names.PROJECTOR_FILE_HINT}"
+            f"{projector}: not a projector (it is a codebook); pass --projector {names.PROJECTOR_FILE_HINT}"
         )
     U, meta = load_projector(projector)
     expected = meta.get("signature")
@@ -212,9 +209,7 @@ def load_encoder(
             f"D={model.dim}; pass a projector from results/sparse/{signature}/"
         )
     if not 0 < alpha <= 1:
-        raise NdirInputError(
-            f"alpha={alpha}: the power normalisation needs 0 < alpha <= 1"
-        )
+        raise NdirInputError(f"alpha={alpha}: the power normalisation needs 0 < alpha <= 1")
     return ImageEncoder(
         codebook=model,
         components=U.astype(np.float32).tocsc(),
@@ -240,13 +235,10 @@ def check_index_folder(folder):
     NdirInputError otherwise. Call it before encoding."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise NdirInputError(
-            f"{folder}: is a file; pass a folder name for the index (-o)"
-        )
+        raise NdirInputError(f"{folder}: is a file; pass a folder name for the index (-o)")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / META_FILE).is_file():
         raise NdirInputError(
-            f"{folder}: folder exists and is not an ndir index; "
-            "pass a new or empty folder for the index (-o)"
+            f"{folder}: folder exists and is not an ndir index; pass a new or empty folder for the index (-o)"
         )
     # The new index is written beside the old one and swapped in (save), so it is
     # the parent folder that must take new files.
@@ -254,8 +246,7 @@ def check_index_folder(folder):
         check_writable(folder.absolute().parent)
     except OSError as error:
         raise NdirInputError(
-            f"{folder}: cannot write the index there ({os_reason(error)}); "
-            "pass a folder you can write to (-o)"
+            f"{folder}: cannot write the index there ({os_reason(error)}); pass a folder you can write to (-o)"
         ) from None
     return folder
 
@@ -322,11 +313,7 @@ class NearDuplicateIndex:
         results = []
         for q in range(len(Y)):
             skip = None if exclude is None else str(Path(exclude[q]).resolve())
-            hits = [
-                (self.paths[i], float(s))
-                for i, s in zip(ids[q], scores[q])
-                if i >= 0 and self.paths[i] != skip
-            ]
+            hits = [(self.paths[i], float(s)) for i, s in zip(ids[q], scores[q]) if i >= 0 and self.paths[i] != skip]
             results.append(hits[:k])
         return results
 
@@ -352,9 +339,7 @@ class NearDuplicateIndex:
                     table["group"] = pd.array(self.groups, dtype=_group_dtype(self.groups))
                 table.to_csv(tmp / IMAGES_FILE, index=False)
                 with open(tmp / META_FILE, "w") as handle:
-                    json.dump(
-                        {**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True
-                    )
+                    json.dump({**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True)
                     handle.write("\n")
         except OSError as error:
             kept = "the old index is unchanged" if (folder / META_FILE).is_file() else "nothing was written"
@@ -371,18 +356,11 @@ class NearDuplicateIndex:
         folder = Path(folder)
         if folder.is_file():
             raise NdirInputError(
-                f"{folder}: is a file, not an index folder; pass the folder that "
-                "`ndir index -o` wrote"
+                f"{folder}: is a file, not an index folder; pass the folder that `ndir index -o` wrote"
             )
         if not folder.is_dir():
-            raise NdirInputError(
-                f"{folder}: no such index folder; build one with `ndir index`"
-            )
-        missing = [
-            name
-            for name in (INDEX_FILE, IMAGES_FILE, META_FILE)
-            if not (folder / name).is_file()
-        ]
+            raise NdirInputError(f"{folder}: no such index folder; build one with `ndir index`")
+        missing = [name for name in (INDEX_FILE, IMAGES_FILE, META_FILE) if not (folder / name).is_file()]
         if missing:
             raise NdirInputError(
                 f"{folder}: not an ndir index (missing {', '.join(missing)}); build it with `ndir index`"
@@ -395,15 +373,12 @@ class NearDuplicateIndex:
             table = pd.read_csv(folder / IMAGES_FILE, dtype=dict.fromkeys(text, str))
             index = faiss.read_index(str(folder / INDEX_FILE))
         except (OSError, ValueError, RuntimeError) as error:
-            raise NdirInputError(
-                f"{folder}: damaged index ({error}); build it again with `ndir index`"
-            ) from None
+            raise NdirInputError(f"{folder}: damaged index ({error}); build it again with `ndir index`") from None
         try:
             n_components = int(meta["projector"]["n_components"])
         except (KeyError, TypeError, ValueError):
             raise NdirInputError(
-                f"{folder / META_FILE}: damaged, it has no projector record; "
-                "build the index again with `ndir index`"
+                f"{folder / META_FILE}: damaged, it has no projector record; build the index again with `ndir index`"
             ) from None
         if index.d != n_components:
             raise NdirInputError(
@@ -419,9 +394,7 @@ class NearDuplicateIndex:
         groups = None
         if "group" in table.columns:
             named = meta.get("groups") == "folders"
-            groups = [
-                None if pd.isna(g) else g if named else int(g) for g in table["group"]
-            ]
+            groups = [None if pd.isna(g) else g if named else int(g) for g in table["group"]]
         return cls(
             index,
             table["path"].tolist(),
@@ -446,8 +419,7 @@ class NearDuplicateIndex:
                 )
             if file_sha256(path) != record["sha256"]:
                 raise NdirInputError(
-                    f"{path}: the {part} changed since this index was built; "
-                    "build the index again with `ndir index`"
+                    f"{path}: the {part} changed since this index was built; build the index again with `ndir index`"
                 )
         params = self.meta["descriptors"]
         return load_encoder(
@@ -475,13 +447,11 @@ def group_labels(folder, kind):
     naming gives no group to is absent. Raises NdirInputError (DatasetError) if no
     image follows the naming.
     """
-    from .data import scan_dataset
+    from ndir.data import scan_dataset
 
     images = scan_dataset(kind, folder).images
     labels = images["group_name"] if kind == "folders" else images["group"].map(int)
-    return {
-        str(Path(path).resolve()): label for path, label in zip(images["path"], labels)
-    }
+    return {str(Path(path).resolve()): label for path, label in zip(images["path"], labels)}
 
 
 def encoded_images(paths, encoder, n_jobs=None):
@@ -498,10 +468,7 @@ def encoded_images(paths, encoder, n_jobs=None):
     """
     n_jobs = available_cpus() if n_jobs in (None, -1) else int(n_jobs)
     if n_jobs < 1:
-        raise ValueError(
-            f"n_jobs={n_jobs}: give a positive number of threads, "
-            "or None or -1 for every CPU"
-        )
+        raise ValueError(f"n_jobs={n_jobs}: give a positive number of threads, or None or -1 for every CPU")
 
     def attempt(path):
         try:
@@ -571,8 +538,7 @@ def build_index(paths, encoder, progress=None, on_skip=None, groups=None, n_jobs
             kept.append(str(Path(path).resolve()))
     if not kept:
         raise NdirInputError(
-            f"none of the {len(paths)} images could be read (first: {skipped[0][1]}); "
-            "check the image folder"
+            f"none of the {len(paths)} images could be read (first: {skipped[0][1]}); check the image folder"
         )
     Y = np.ascontiguousarray(np.stack(rows), dtype=np.float32)
     index = faiss.IndexFlatIP(encoder.n_components)
@@ -610,8 +576,7 @@ def query_index(index, paths, k=10):
         {
             "query": str(Path(path).resolve()),
             "results": [
-                {"rank": rank, "path": hit, "score": score}
-                for rank, (hit, score) in enumerate(found, start=1)
+                {"rank": rank, "path": hit, "score": score} for rank, (hit, score) in enumerate(found, start=1)
             ],
         }
         for path, found in zip(paths, hits)
@@ -694,15 +659,11 @@ def describe(path):
             "kind": kind,
             "signature": signature,
             "K": model.n_clusters,
-            "dims per cluster": (
-                per_cluster
-                if kind == "vlad"
-                else f"2 x {per_cluster} (PCA of descriptors)"
-            ),
+            "dims per cluster": (per_cluster if kind == "vlad" else f"2 x {per_cluster} (PCA of descriptors)"),
             "D": model.dim,
         }
     if kind == "descriptor_pca":
-        from .codebooks import DescriptorPCA
+        from ndir.codebooks import DescriptorPCA
 
         pca = DescriptorPCA.load(path)
         return {
@@ -711,6 +672,4 @@ def describe(path):
             "input dims": pca.mean_.shape[0],
             "components": pca.n_components,
         }
-    raise NdirInputError(
-        f"{path}: unknown ndir file kind {kind!r}; pass a codebook, a projector or an index folder"
-    )
+    raise NdirInputError(f"{path}: unknown ndir file kind {kind!r}; pass a codebook, a projector or an index folder")

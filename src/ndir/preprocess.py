@@ -46,20 +46,14 @@ def preprocess(gray, max_width=MAX_WIDTH):
         )
     if gray.size == 0:
         raise ValueError(f"preprocess got an empty image of shape {gray.shape}")
-    if (
-        not isinstance(max_width, numbers.Integral)
-        or isinstance(max_width, bool)
-        or max_width < 1
-    ):
+    if not isinstance(max_width, numbers.Integral) or isinstance(max_width, bool) or max_width < 1:
         raise ValueError(f"max_width must be a positive integer, got {max_width!r}")
 
     height, width = gray.shape
     image = np.ascontiguousarray(gray)
     if width > max_width:
         new_height = max(1, round(height * max_width / width))
-        image = cv2.resize(
-            image, (int(max_width), new_height), interpolation=cv2.INTER_AREA
-        )
+        image = cv2.resize(image, (int(max_width), new_height), interpolation=cv2.INTER_AREA)
     return cv2.equalizeHist(image)
 
 

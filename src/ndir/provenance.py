@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from threadpoolctl import threadpool_info
 
-from . import __version__, available_cpus
+from ndir import __version__, available_cpus
 
 #: Distributions whose versions decide the numbers in the tables.
 PACKAGES = (
@@ -55,6 +55,7 @@ def package_versions(names=PACKAGES):
 
 def git_commit(repo):
     """The commit checked out in ``repo`` (with ``+dirty`` if it has changes), or None."""
+
     def git(*args):
         return subprocess.run(
             ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
@@ -110,9 +111,7 @@ def cpu_info(cpuinfo="/proc/cpuinfo"):
         "machine": platform.machine(),
         "logical_cpus": os.cpu_count(),
         "available_cpus": available_cpus(),
-        "vector_extensions": (
-            None if flags is None else sorted(f for f in set(flags.split()) if VECTOR_FLAG.match(f))
-        ),
+        "vector_extensions": (None if flags is None else sorted(f for f in set(flags.split()) if VECTOR_FLAG.match(f))),
     }
 
 

@@ -16,10 +16,10 @@ by :func:`ndir.evaluation.holidays_map` (dot product of L2-normalised reductions
 import numpy as np
 import pandas as pd
 
-from .baselines import baseline_grid, evaluate_baselines, mean_over_seeds
-from .encoding import l2_normalise_rows
-from .evaluation import holidays_map
-from .projection import PCAProjection
+from ndir.baselines import baseline_grid, evaluate_baselines, mean_over_seeds
+from ndir.encoding import l2_normalise_rows
+from ndir.evaluation import holidays_map
+from ndir.projection import PCAProjection
 
 #: Sparsities of the thresholded PCA and sparse random projection columns (Table II's).
 SPARSITIES = (0.9, 0.99)

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_float_dtype, is_numeric_dtype
 
-from .atomic import atomic_output
-from .comparison import NS_KEY
+from ndir.atomic import atomic_output
+from ndir.comparison import NS_KEY
 
 #: Value of the ``R`` column marking the full (unreduced) signature.
 FULL_R = 0
@@ -121,19 +121,14 @@ def table1(results, paper=None):
 
     rows = []
     encoding_order = list(ENCODING_LABELS)
-    for (_, K), signature in results.groupby(
-        [results["encoding"].map(encoding_order.index), "K"], sort=True
-    ):
+    for (_, K), signature in results.groupby([results["encoding"].map(encoding_order.index), "K"], sort=True):
         cells = {str(r): m for r, m in zip(signature["R"], signature["map"])}
         cells["Full"] = cells.pop(str(FULL_R), np.nan)
         rows.append(
             {
                 "Sign.": signature_label(signature["encoding"].iloc[0], K),
                 "Dim.": format_dim(int(signature["dim"].iloc[0])),
-                **{
-                    c: np.round(100.0 * cells.get(c, np.nan), DECIMALS)
-                    for c in map_columns
-                },
+                **{c: np.round(100.0 * cells.get(c, np.nan), DECIMALS) for c in map_columns},
             }
         )
     table = pd.DataFrame(rows, columns=["Sign.", "Dim."] + map_columns)
@@ -441,9 +436,10 @@ def seeds_comparison_table(records):
     -------
     DataFrame
         Method, input signature, query dimensions (or mean non-zeros), KiB stored for
-        the model, bytes stored per database image, multiply-adds per query (mapping it, then scoring the test database), test
-        mAP (%), the N-S score (``"N-S"``, 2 decimals; only when the records have ``test_ns``), Recall@1 (%) and
-        training seconds; rows by input (tf-idf first), then model size.
+        the model, bytes stored per database image, multiply-adds per query (mapping it,
+        then scoring the test database), test mAP (%), the N-S score (``"N-S"``, 2
+        decimals; only when the records have ``test_ns``), Recall@1 (%) and training
+        seconds; rows by input (tf-idf first), then model size.
     """
     order = records.assign(
         input_order=records["signature"].map(lambda s: (s != "tfidf", s)),
@@ -522,14 +518,10 @@ def _check_results(results):
         raise ValueError(f"results lack the columns {missing}; expected {required}")
     unknown = sorted(set(results["encoding"]) - set(ENCODING_LABELS))
     if unknown:
-        raise ValueError(
-            f"unknown encodings {unknown}; expected {list(ENCODING_LABELS)}"
-        )
+        raise ValueError(f"unknown encodings {unknown}; expected {list(ENCODING_LABELS)}")
     results = results.astype({"K": int, "dim": int, "R": int, "map": float})
     if not results["map"].between(0.0, 1.0).all():
-        raise ValueError(
-            "results 'map' must lie in [0, 1] (a fraction, not a percentage)"
-        )
+        raise ValueError("results 'map' must lie in [0, 1] (a fraction, not a percentage)")
     duplicated = results.duplicated(["encoding", "K", "R"], keep=False)
     if duplicated.any():
         first = results.loc[duplicated, ["encoding", "K", "R"]].iloc[0].tolist()
@@ -588,7 +580,10 @@ def table_caption(title, data_report, paper_table=True):
     if not paper_table:
         return caption
     if is_inria_holidays(data_report):
-        return caption + " INRIA Holidays (1,491 images, 500 groups): the paper's values and ours minus them beside each column."
+        return (
+            caption
+            + " INRIA Holidays (1,491 images, 500 groups): the paper's values and ours minus them beside each column."
+        )
     if summary["kind"] == "holidays":
         return caption + (
             f" Holidays naming, but not INRIA Holidays ({summary['n_images_found']:,} images, "
@@ -691,11 +686,7 @@ def _format_column(column):
     """Cells of one column as strings (see :func:`write_table`)."""
     if is_float_dtype(column):
         # Adding 0.0 turns a rounded -0.0 into 0.0.
-        return column.map(
-            lambda v: (
-                "" if np.isnan(v) else f"{np.round(v, DECIMALS) + 0.0:.{DECIMALS}f}"
-            )
-        )
+        return column.map(lambda v: "" if np.isnan(v) else f"{np.round(v, DECIMALS) + 0.0:.{DECIMALS}f}")
     return column.map(lambda v: "" if pd.isna(v) else str(v))
 
 
@@ -710,10 +701,7 @@ def _latex(cells, numeric, caption):
         r"\toprule",
         line(str(c).translate(_LATEX_ESCAPES) for c in cells.columns),
         r"\midrule",
-        *(
-            line(v.translate(_LATEX_ESCAPES) or "--" for v in row)
-            for row in cells.itertuples(index=False)
-        ),
+        *(line(v.translate(_LATEX_ESCAPES) or "--" for v in row) for row in cells.itertuples(index=False)),
         r"\bottomrule",
         r"\end{tabular}",
     ]

@@ -1,4 +1,6 @@
-"""Snakemake script of rule evaluate_pca_baseline: Test-split mAP of full signatures and of PCA-R reductions fitted on train."""
+"""Snakemake script of rule evaluate_pca_baseline: Test-split mAP of full signatures and of PCA-R
+reductions fitted on train.
+"""
 
 from ndir.stages.baseline import evaluate_pca_baseline
 from ndir.stages.common import run_rule

@@ -68,13 +68,13 @@ The split keeps each formula beside its test's subject (tests/test_jcf.py follow
 same sections) and the 360-line estimator apart from the numerical kernels it calls.
 """
 
-from ._cost import pooling_madds
-from ._estimator import JCF
-from ._factorised import factorised_pooling
-from ._features import codebook_features, subsample_descriptors
-from ._loss import hardest_negative_triplet_loss
-from ._normalisation import signed_sqrt
-from ._second_order import (
+from ndir.jcf._cost import pooling_madds
+from ndir.jcf._estimator import JCF
+from ndir.jcf._factorised import factorised_pooling
+from ndir.jcf._features import codebook_features, subsample_descriptors
+from ndir.jcf._loss import hardest_negative_triplet_loss
+from ndir.jcf._normalisation import signed_sqrt
+from ndir.jcf._second_order import (
     codebook_second_order_pooling,
     second_order_gram,
     second_order_pooling,

@@ -13,12 +13,11 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ndir.data import holdout_mask
 from ndir.evaluation import map_from_scores, recall_at_k
+from ndir.jcf._factorised import _from_columns, _Model, _to_columns
+from ndir.jcf._features import _check_images
+from ndir.jcf._loss import hardest_negative_triplet_loss
+from ndir.jcf._normalisation import _normalise, _normalise_backward
 from ndir.model_files import read_model_file, write_model_file
-
-from ._factorised import _from_columns, _Model, _to_columns
-from ._features import _check_images
-from ._loss import hardest_negative_triplet_loss
-from ._normalisation import _normalise, _normalise_backward
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -90,8 +89,9 @@ class JCF(BaseEstimator):
     :meth:`fit`, groups cut from one photograph are held out or kept together, so the
     hold-out shares no photograph with the groups trained on); after every epoch their
     mAP (every held-out image a query, other held-out images as database,
-    :func:`ndir.evaluation.map_from_scores`) and Recall@1 are recorded, and the parameters of the best mAP (epoch 0, the initialisation,
-    included; earliest on ties) are kept. Without hold-out the last epoch is kept.
+    :func:`ndir.evaluation.map_from_scores`) and Recall@1 are recorded, and the
+    parameters of the best mAP (epoch 0, the initialisation, included; earliest on ties)
+    are kept. Without hold-out the last epoch is kept.
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from ._features import _check_images
+from ndir.jcf._features import _check_images
 
 LIFT_ELEMENTS = 2**21
 """Values of the lifted block ``g(x) ⊗ x`` (n_rows x K d) formed at once (8 MiB in float32)."""

@@ -3,9 +3,9 @@ JCF is compared with), and their Gram matrix computed by blocks of codewords."""
 
 import numpy as np
 
-from ._factorised import _lift
-from ._features import _check_images
-from ._normalisation import NORM_FLOOR, _l2_normalise_with_norms, signed_sqrt
+from ndir.jcf._factorised import _lift
+from ndir.jcf._features import _check_images
+from ndir.jcf._normalisation import NORM_FLOOR, _l2_normalise_with_norms, signed_sqrt
 
 GRAM_BLOCK_ELEMENTS = 2**24
 """Pooled values (all images x a block of codewords) held at once by

@@ -1,9 +1,9 @@
 """Dimension reduction of image signatures: PCA baseline and sparse rank projectors."""
 
-from .cost import projection_cost, projection_latency
-from .pca import PCAProjection
-from .sparse_rank import SparseRankProjector
-from .storage import load_projector, save_projector
+from ndir.projection.cost import projection_cost, projection_latency
+from ndir.projection.pca import PCAProjection
+from ndir.projection.sparse_rank import SparseRankProjector
+from ndir.projection.storage import load_projector, save_projector
 
 __all__ = [
     "PCAProjection",

@@ -39,9 +39,9 @@ import scipy.sparse as sp
 from scipy.linalg.blas import sgemm
 from threadpoolctl import ThreadpoolController
 
-from ._line_search import GOLDEN, ProjectedLine, golden_section_search, line_objective
-from ._ranking import gradient
-from .product import float64_product
+from ndir.projection._line_search import GOLDEN, ProjectedLine, golden_section_search, line_objective
+from ndir.projection._ranking import gradient
+from ndir.projection.product import float64_product
 
 # The projected search's objective is piecewise (entries switch in and out of the
 # support) and each trial costs a product with the moved entries: a coarser bracket.
@@ -188,9 +188,7 @@ class Descent:
             return mu, unprojected
         objective = line_objective(problem, selected, scores, self.Y, H, weights)
         # First trial: the step that would zero a linear model of the objective.
-        mu = golden_section_search(
-            objective, float(losses.sum()), losses.sum() / gradient_sq_norm
-        )
+        mu = golden_section_search(objective, float(losses.sum()), losses.sum() / gradient_sq_norm)
         unprojected = float(problem.losses(self.Y - mu * H).sum())
         if mu == 0.0:
             return 0.0, unprojected
@@ -200,11 +198,7 @@ class Descent:
             return mu, unprojected
         if self.renormalize:
             # |u_r - mu g_r|^2 with |u_r| = 1, u_r.g_r = (Y^T B)_rr, |g_r|^2 = (B^T K B)_rr.
-            norms = np.sqrt(
-                1.0
-                - 2.0 * mu * np.einsum("nr,nr->r", self.Y, B)
-                + mu**2 * np.einsum("nr,nr->r", B, H)
-            )
+            norms = np.sqrt(1.0 - 2.0 * mu * np.einsum("nr,nr->r", self.Y, B) + mu**2 * np.einsum("nr,nr->r", B, H))
             self.blocks(lambda a, b: _divide_rows(self.UT[a:b], norms[a:b]), norms.size)
         self.Y = self.Y - mu * H
         if self.renormalize:
@@ -227,11 +221,7 @@ class Descent:
         UT[(offsets + proposal.kept).ravel()] = proposal.values.ravel()
         self.kept, self.values = proposal.kept, proposal.values
         self.thresholds = np.abs(proposal.values).min(axis=1)
-        self.Y = (
-            self.product(proposal.kept, proposal.values)
-            if self.refresh_due()
-            else proposal.Y
-        )
+        self.Y = self.product(proposal.kept, proposal.values) if self.refresh_due() else proposal.Y
 
     def gradient_factors(self, rows, dF, Z):
         """G = left^T right (Eq. 14): left (2P, D) float64 = [X_S; dF X], right (2P, R)
@@ -243,9 +233,7 @@ class Descent:
         """
         left = np.empty((2 * rows.size, self.X.shape[1]))
         left[: rows.size] = self.X[rows]
-        self.blocks(
-            lambda a, b: self._loss_rows(dF, left[rows.size :], a, b), left.shape[1]
-        )
+        self.blocks(lambda a, b: self._loss_rows(dF, left[rows.size :], a, b), left.shape[1])
         right = np.asfortranarray(np.vstack([Z, self.Y[rows]]))
         return left, right
 
@@ -253,14 +241,9 @@ class Descent:
         """U <- U - mu G in place (Eq. 15 for descent), by float32 BLAS: the dense
         search's update, whose bits depend on the BLAS kernel (the projected search's
         step is committed by :meth:`_commit` instead)."""
-        left, right = (
-            np.asarray(factor, dtype=np.float32, order="F")
-            for factor in self.gradient_factors(rows, dF, Z)
-        )
+        left, right = (np.asarray(factor, dtype=np.float32, order="F") for factor in self.gradient_factors(rows, dF, Z))
         self.blocks(
-            lambda a, b: sgemm(
-                -mu, left.T, right[:, a:b], beta=1.0, c=self.UT[a:b].T, overwrite_c=True
-            ),
+            lambda a, b: sgemm(-mu, left.T, right[:, a:b], beta=1.0, c=self.UT[a:b].T, overwrite_c=True),
             self.UT.shape[0],
         )
 
@@ -298,15 +281,11 @@ class Descent:
             magnitude = np.abs(GT)
             magnitude[support_rows, support_at] = -1.0
             # flatnonzero then divmod: 6x faster than a 2-d nonzero on a (256, 1024) mask.
-            hit_rows, hit_at = np.divmod(
-                np.flatnonzero(magnitude >= column_thresholds), stop - start
-            )
+            hit_rows, hit_at = np.divmod(np.flatnonzero(magnitude >= column_thresholds), stop - start)
             return hit_rows, hit_at + start, GT[hit_rows, hit_at]
 
         parts = list(self.pool.map(scan, range(block_bounds.size - 1)))
-        outside_rows, outside_columns, outside_values = (
-            np.concatenate(part) for part in zip(*parts)
-        )
+        outside_rows, outside_columns, outside_values = (np.concatenate(part) for part in zip(*parts))
         return (
             inside.reshape(n_outputs, n_keep),
             outside_rows,
@@ -322,9 +301,7 @@ class Descent:
             n_features = self.UT.shape[1]
             block_of = (self.kept // _FEATURE_BLOCK).astype(np.int16).ravel()
             by_block = np.argsort(block_of, kind="stable")
-            block_bounds = np.searchsorted(
-                block_of[by_block], np.arange(-(-n_features // _FEATURE_BLOCK) + 1)
-            )
+            block_bounds = np.searchsorted(block_of[by_block], np.arange(-(-n_features // _FEATURE_BLOCK) + 1))
             self._support_blocks = self.kept, by_block, block_bounds
         return self._support_blocks[1:]
 
@@ -343,9 +320,7 @@ class Descent:
         used = np.flatnonzero(np.any(dF != 0.0, axis=0))
         if used.size > _GATHER_ROWS_MAX * dF.shape[1]:
             used = slice(None)
-        out[:, start:stop] = float64_product(
-            self.X[used, start:stop].T, dF[:, used].T
-        ).T
+        out[:, start:stop] = float64_product(self.X[used, start:stop].T, dF[:, used].T).T
 
     def _project(self):
         """l0 projection of U (Eq. 17), then Y = X U."""

@@ -51,9 +51,7 @@ _NEAR_SELECTION_MIN = 50_000
 _FIRST_COMPARED = 64
 
 
-def golden_section_search(
-    objective, value_at_zero, first_step, max_step=np.inf, rtol=_SEARCH_RTOL
-):
+def golden_section_search(objective, value_at_zero, first_step, max_step=np.inf, rtol=_SEARCH_RTOL):
     """Step ``0 <= mu <= max_step`` minimising ``objective(mu)`` by golden-section
     search [18].
 
@@ -243,9 +241,7 @@ class ProjectedLine:
         # many as the last search ended with), and widen as soon as a trial lets every
         # candidate of some column in. The kept entries are the same whatever the start.
         self.n_outside_max = min(kept.shape[1], n_features - kept.shape[1])
-        n_outside = min(
-            max(_ENTERING_CANDIDATES, descent.entering_width // 2), self.n_outside_max
-        )
+        n_outside = min(max(_ENTERING_CANDIDATES, descent.entering_width // 2), self.n_outside_max)
         # G^T is scanned once for the support's entries and, outside, for those above
         # a threshold set from a strided sample to keep about 4 n_outside per column:
         # the pool from which the candidates are taken (and widened, scanning again
@@ -254,9 +250,7 @@ class ProjectedLine:
         self.sample = descent.gradient_sample(*self.factors, self.stride)
         every_column = np.ones(n_outputs, dtype=bool)
         self._pool_by_column = None
-        inside, *self.pool = descent.gradient_entries(
-            *self.factors, self._thresholds(4 * n_outside, every_column)
-        )
+        inside, *self.pool = descent.gradient_entries(*self.factors, self._thresholds(4 * n_outside, every_column))
         self.inside_values = descent.values.astype(np.float64)
         self.inside_gradient = (inside / self.gradient_norm).astype(np.float64)
         self.support_gradient = descent.product(kept, self.inside_gradient)
@@ -308,9 +302,7 @@ class ProjectedLine:
             thresholds[columns] = 0.0
         else:
             sample = self.sample[columns]
-            thresholds[columns] = np.maximum(
-                -np.partition(-sample, rank, axis=1)[:, rank], 0.0
-            )
+            thresholds[columns] = np.maximum(-np.partition(-sample, rank, axis=1)[:, rank], 0.0)
         return thresholds
 
     def _set_outside(self, n_outside):
@@ -324,13 +316,9 @@ class ProjectedLine:
             if not np.any(short):
                 break
             n_expected *= 2
-            _, *rescanned = self.descent.gradient_entries(
-                *self.factors, self._thresholds(n_expected, short)
-            )
+            _, *rescanned = self.descent.gradient_entries(*self.factors, self._thresholds(n_expected, short))
             others = ~short[self.pool[0]]
-            self.pool = [
-                np.concatenate([old[others], new]) for old, new in zip(self.pool, rescanned)
-            ]
+            self.pool = [np.concatenate([old[others], new]) for old, new in zip(self.pool, rescanned)]
             self._pool_by_column = None
         if self._pool_by_column is None:
             # The pool by column of U (a stable radix sort), padded to a (R, most) array
@@ -377,9 +365,7 @@ class ProjectedLine:
             order = np.argsort(-np.take_along_axis(slope, top, axis=1), axis=1)
             by_size = np.take_along_axis(top, order, axis=1)
             self._by_size[unsorted, :n] = by_size
-            self._sorted_slope[unsorted, :n] = np.take_along_axis(
-                slope, by_size, axis=1
-            )
+            self._sorted_slope[unsorted, :n] = np.take_along_axis(slope, by_size, axis=1)
             self._n_sorted[unsorted] = n
         if rows.size == self._n_sorted.size:
             return self._by_size[:, :n], self._sorted_slope[:, :n]
@@ -400,17 +386,13 @@ class ProjectedLine:
             # with ties there, exactly M of them by the argpartition.
             magnitude = np.abs(values)
             n_left_out = values.shape[1] - n_keep
-            chosen = magnitude >= np.partition(magnitude, n_left_out, axis=1)[
-                :, n_left_out, None
-            ]
+            chosen = magnitude >= np.partition(magnitude, n_left_out, axis=1)[:, n_left_out, None]
             if np.any(np.count_nonzero(chosen, axis=1) != n_keep):
                 chosen[:] = False
                 order = np.argpartition(-magnitude, n_keep - 1, axis=1)[:, :n_keep]
                 np.put_along_axis(chosen, order, True, axis=1)
             # If every candidate of a column entered, the next one might have too.
-            if self.n_outside == self.n_outside_max or not np.any(
-                chosen[:, n_keep:].all(axis=1)
-            ):
+            if self.n_outside == self.n_outside_max or not np.any(chosen[:, n_keep:].all(axis=1)):
                 return values, chosen
             self._set_outside(min(2 * self.n_outside, self.n_outside_max))
 
@@ -440,14 +422,10 @@ class ProjectedLine:
         while True:
             n_outside = self.n_outside
             smallest_magnitude, smallest_slope = self.smallest_bounds
-            bound = np.maximum(
-                mu * self.outside_max, smallest_magnitude + mu * smallest_slope
-            )
+            bound = np.maximum(mu * self.outside_max, smallest_magnitude + mu * smallest_slope)
             # A relative margin far above the rounding of |u - mu g|.
             bound *= 1.0 + 1e-9
-            if self._near is not None and mu <= self._near[0] and (
-                n_outside == self._near[1]
-            ):
+            if self._near is not None and mu <= self._near[0] and (n_outside == self._near[1]):
                 flat = self._near[2]
                 lower = self.inside_magnitude.ravel()[flat]
                 lower -= mu * self.inside_slope.ravel()[flat]
@@ -469,9 +447,7 @@ class ProjectedLine:
             # flat increases, so near_rows does: grouped by row, in order.
             padded = padded_rows(counts, np.abs(near_values), width + 1, np.inf)
             n_compared = min(n_outside, width + 1)
-            n_entered, left_out_max, kept_min, drops, (in_rows, in_at) = (
-                self._compare(mu, padded, n_compared)
-            )
+            n_entered, left_out_max, kept_min, drops, (in_rows, in_at) = self._compare(mu, padded, n_compared)
             if np.any(left_out_max >= kept_min):
                 return None
             if n_outside == self.n_outside_max or not np.any(n_entered == n_outside):
@@ -484,9 +460,7 @@ class ProjectedLine:
         if self.descent.renormalize:
             support, cross, gradient = self.support_sq_norm
             sq_norms = support - 2.0 * mu * cross + mu**2 * gradient
-            sq_norms -= np.bincount(
-                near_rows[dropped], weights=out_values**2, minlength=n_outputs
-            )
+            sq_norms -= np.bincount(near_rows[dropped], weights=out_values**2, minlength=n_outputs)
             sq_norms += np.bincount(in_rows, weights=in_values**2, minlength=n_outputs)
             norms = np.sqrt(np.maximum(sq_norms, 0.0))
         return Moves(
@@ -540,8 +514,7 @@ class ProjectedLine:
                 done = (count < compared) | (compared == n_compared)
                 if not done.all():
                     count, rows, by_size, near_sorted, candidates = (
-                        part[done]
-                        for part in (count, rows, by_size, near_sorted, candidates)
+                        part[done] for part in (count, rows, by_size, near_sorted, candidates)
                     )
                     by_decreasing_slope = by_decreasing_slope[done]
                     entering = entering[done]
@@ -647,9 +620,7 @@ class ProjectedLine:
         descent = self.descent
         Y, values, chosen = self.projected_scores(mu)
         n_outputs, n_keep = descent.kept.shape
-        rows = np.hstack([descent.kept, self.outside])[chosen].reshape(
-            n_outputs, n_keep
-        )
+        rows = np.hstack([descent.kept, self.outside])[chosen].reshape(n_outputs, n_keep)
         kept_values = values[chosen].reshape(n_outputs, n_keep)
         # Keep the features of each support increasing: only the columns where an
         # entry entered are out of order.

@@ -22,7 +22,7 @@ reads Eq. 7, 10, 14 and 15 as printed.
 
 import numpy as np
 
-from .product import float64_inner
+from ndir.projection.product import float64_inner
 
 
 class RankingProblem:
@@ -53,9 +53,7 @@ class RankingProblem:
         """f_q of every query (Eq. 7) for the projections Y (N, R) of the images."""
         return self.losses_of_scores(Y[self.query_rows] @ Y.T)
 
-    def losses_of_scores(
-        self, scores, selected=slice(None), weights=None, with_derivatives=False
-    ):
+    def losses_of_scores(self, scores, selected=slice(None), weights=None, with_derivatives=False):
         """:func:`_losses` of the queries ``selected`` given their (P, N) scores."""
         return _losses(
             scores,
@@ -91,18 +89,14 @@ def gradient(problem, Y, selected):
     """
     rows = problem.query_rows[selected]
     scores = Y[rows] @ Y.T
-    losses, dF, weights = problem.losses_of_scores(
-        scores, selected, with_derivatives=True
-    )
+    losses, dF, weights = problem.losses_of_scores(scores, selected, with_derivatives=True)
     Z = dF @ Y
     B = dF.T @ Y[rows]
     B[rows] += Z
     return scores, losses, dF, Z, B, weights
 
 
-def _losses(
-    scores, pivots, positive, negative, margin, weights=None, with_derivatives=False
-):
+def _losses(scores, pivots, positive, negative, margin, weights=None, with_derivatives=False):
     """Loss of Eq. 7 for each query, and optionally its derivatives w.r.t. the scores.
 
     Parameters
@@ -138,12 +132,8 @@ def _losses(
     losses += beta * np.einsum("ij,ij->i", negative_violation, negative_violation)
     if not with_derivatives:
         return losses
-    derivatives = 2.0 * (
-        beta[:, None] * negative_violation - alpha[:, None] * positive_violation
-    )
-    derivatives[rows, pivots] = 2.0 * (
-        alpha * positive_violation.sum(axis=1) - beta * negative_violation.sum(axis=1)
-    )
+    derivatives = 2.0 * (beta[:, None] * negative_violation - alpha[:, None] * positive_violation)
+    derivatives[rows, pivots] = 2.0 * (alpha * positive_violation.sum(axis=1) - beta * negative_violation.sum(axis=1))
     return losses, derivatives, weights
 
 

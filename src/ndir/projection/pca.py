@@ -20,8 +20,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..encoding import l2_normalise_rows
-from .product import float64_inner, float64_product
+from ndir.encoding import l2_normalise_rows
+from ndir.projection.product import float64_inner, float64_product
 
 
 class PCAProjection(TransformerMixin, BaseEstimator):

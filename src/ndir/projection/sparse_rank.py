@@ -70,12 +70,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import available_cpus
-from ..encoding import l2_normalise_rows
-from ._descent import SPARSE_DENSITY_MAX, Descent
-from ._ranking import RankingProblem, check_queries, select_queries
-from .pca import PCAProjection
-from .product import TransposedBlocks, float64_product, sparse_batch_product
+from ndir import available_cpus
+from ndir.encoding import l2_normalise_rows
+from ndir.projection._descent import SPARSE_DENSITY_MAX, Descent
+from ndir.projection._ranking import RankingProblem, check_queries, select_queries
+from ndir.projection.pca import PCAProjection
+from ndir.projection.product import TransposedBlocks, float64_product, sparse_batch_product
 
 logger = logging.getLogger(__name__)
 
@@ -267,10 +267,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         X, groups = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2)
         n_images, n_features = X.shape
         if self.n_components > n_features:
-            raise ValueError(
-                f"n_components={self.n_components} exceeds the signature dimension "
-                f"D={n_features}"
-            )
+            raise ValueError(f"n_components={self.n_components} exceeds the signature dimension D={n_features}")
         group_codes = np.unique(groups, return_inverse=True)[1]
         query_rows = check_queries(group_codes, queries)
         problem = RankingProblem(X, group_codes, query_rows, self.margin)
@@ -299,9 +296,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
                 # A zero objective has a zero gradient: nothing more would change.
                 done = objective[-1] < self.tol or objective[-1] == 0.0
                 done = done or step == self.max_iter or self._stalled(step_sizes)
-                if self.callback is not None and (
-                    done or step % self.callback_every == 0
-                ):
+                if self.callback is not None and (done or step % self.callback_every == 0):
                     self._set_state(descent, objective, unprojected, step_sizes)
                     done = bool(self.callback(step, self)) or done
                 if done:

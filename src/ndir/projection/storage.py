@@ -11,7 +11,7 @@ import json
 import numpy as np
 import scipy.sparse as sp
 
-from ..model_files import read_model_file, write_model_file
+from ndir.model_files import read_model_file, write_model_file
 
 
 def save_projector(path, components, **meta):

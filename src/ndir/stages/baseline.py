@@ -4,14 +4,14 @@ import logging
 
 import pandas as pd
 
-from .. import names, report
-from ..atomic import write_csv
-from ..baselines import baseline_grid, evaluate_baselines
-from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
-from ..evaluation import ns_score as ns_score_of
-from ..projection import PCAProjection
-from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem
-from .common import split_signatures
+from ndir import names, report
+from ndir.atomic import write_csv
+from ndir.baselines import baseline_grid, evaluate_baselines
+from ndir.evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
+from ndir.evaluation import ns_score as ns_score_of
+from ndir.projection import PCAProjection
+from ndir.report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem
+from ndir.stages.common import split_signatures
 
 logger = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ import logging
 
 import numpy as np
 
-from .. import codebooks
-from ..atomic import atomic_output
-from ..descriptors import image_descriptors_with
-from ..model_files import read_result
-from .common import read_image_table
+from ndir import codebooks
+from ndir.atomic import atomic_output
+from ndir.descriptors import image_descriptors_with
+from ndir.model_files import read_result
+from ndir.stages.common import read_image_table
 
 logger = logging.getLogger(__name__)
 

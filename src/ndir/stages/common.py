@@ -15,8 +15,8 @@ import pandas as pd
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from ..errors import NdirInputError, ResultFileError
-from ..model_files import read_result
+from ndir.errors import NdirInputError, ResultFileError
+from ndir.model_files import read_result
 
 logger = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import data
-from ..atomic import atomic_folder, write_csv, write_json
-from ..descriptors import min_image_size
-from ..errors import ConfigError, DatasetError
-from ..model_files import read_result
+from ndir import data
+from ndir.atomic import atomic_folder, write_csv, write_json
+from ndir.descriptors import min_image_size
+from ndir.errors import ConfigError, DatasetError
+from ndir.model_files import read_result
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ def index_dataset(
     # so PCA to R needs R < N - 1 to keep a margin.
     if max_dim >= n_train - 1:
         raise ConfigError(
-            f"baseline.dims / sparse.dims / sparse.convergence_dim: the training split holds {n_train} images, but PCA to R = {max_dim} "
+            "baseline.dims / sparse.dims / sparse.convergence_dim: "
+            f"the training split holds {n_train} images, but PCA to R = {max_dim} "
             f"needs at least R + 2 = {max_dim + 2} (the centred training matrix has rank N - 1 at most); "
             + ("use more groups (embedded.n_groups)" if kind == "embedded" else "use a larger data set (dataset.path)")
             + " or smaller dims"
@@ -87,7 +88,9 @@ def index_dataset(
         "n_images_found": int(len(table)),
         "n_files_ignored": int(len(ignored)),
         "n_images_skipped": int(len(skipped_rows)),
-        "skipped_reasons": {str(k): int(v) for k, v in skipped_rows.get("reason", pd.Series(dtype=str)).value_counts().items()},
+        "skipped_reasons": {
+            str(k): int(v) for k, v in skipped_rows.get("reason", pd.Series(dtype=str)).value_counts().items()
+        },
         "n_images": int(len(split)),
         "n_groups": int(split["group"].nunique()),
         "kept_together": None if keep_together is None else keep_together["column"],
@@ -113,7 +116,7 @@ def fetch_dataset(images, record, archives, kind, source):
     """Download the archives of ``source`` (``download.<kind>`` of the config) into the
     folder ``archives``, unpack and check their images into the folder ``images`` and
     write ``record`` (:func:`ndir.download.fetch_dataset`)."""
-    from ..download import fetch_dataset as fetch
+    from ndir.download import fetch_dataset as fetch
 
     entries = fetch(
         source["urls"],

@@ -24,16 +24,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import comparison, report
-from ..atomic import atomic_output, write_csv, write_json
-from ..codebooks import DescriptorPCA, load_codebook
-from ..descriptors import image_descriptors_with
-from ..encoding import gmm_posteriors
-from ..errors import DatasetError, ResultFileError
-from ..jcf import JCF, pooling_madds, second_order_gram, subsample_descriptors
-from ..model_files import read_result_arrays
-from ..report import table_caption, table_stem
-from .common import check_shard_order, read_image_table, shard_rows, split_together
+from ndir import comparison, report
+from ndir.atomic import atomic_output, write_csv, write_json
+from ndir.codebooks import DescriptorPCA, load_codebook
+from ndir.descriptors import image_descriptors_with
+from ndir.encoding import gmm_posteriors
+from ndir.errors import DatasetError, ResultFileError
+from ndir.jcf import JCF, pooling_madds, second_order_gram, subsample_descriptors
+from ndir.model_files import read_result_arrays
+from ndir.report import table_caption, table_stem
+from ndir.stages.common import check_shard_order, read_image_table, shard_rows, split_together
 
 logger = logging.getLogger(__name__)
 
@@ -383,11 +383,13 @@ def read_records(paths):
 def jcf_report(records, data_report, table, figure):
     """The JCF table (:func:`ndir.report.jcf_table`) and the Recall@1-against-parameters
     figure (:func:`ndir.figures.jcf_recall_figure`) from the runs' records."""
-    from .. import figures as plots  # matplotlib, only for the stages that draw
+    from ndir import figures as plots  # matplotlib, only for the stages that draw
 
     frame = read_records(records)
     caption = table_caption(
-        "JCF (seed 004) and second-order pooling on dense HOG: test mAP and Recall@1 (%)", data_report, paper_table=False
+        "JCF (seed 004) and second-order pooling on dense HOG: test mAP and Recall@1 (%)",
+        data_report,
+        paper_table=False,
     )
     report.write_table(report.jcf_table(frame), table_stem(table), caption=caption)
     plots.jcf_recall_figure(frame, stem=Path(figure[0]).with_suffix(""))

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_output, write_json
-from ..encoding import l2_normalise_rows
-from ..errors import ResultFileError
-from ..evaluation import misses_near_duplicates, top_k
-from ..projection import PCAProjection, load_projector
-from ..provenance import hardware_table
-from ..provenance import run_info as gather_run_info
-from .common import read_image_table, split_signatures
+from ndir.atomic import atomic_output, write_json
+from ndir.encoding import l2_normalise_rows
+from ndir.errors import ResultFileError
+from ndir.evaluation import misses_near_duplicates, top_k
+from ndir.projection import PCAProjection, load_projector
+from ndir.provenance import hardware_table
+from ndir.provenance import run_info as gather_run_info
+from ndir.stages.common import read_image_table, split_signatures
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +73,13 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
     ``signature``: the name of the ``signatures``, which the projector must have been
     learned on. ``figure``: the files to write (PNG and PDF).
     """
-    from ..figures import retrievals_figure as draw  # matplotlib, only for the stages that draw
+    from ndir.figures import retrievals_figure as draw  # matplotlib, only for the stages that draw
 
     U, meta = load_projector(projector)
     if meta.get("signature", signature) != signature:
-        raise ResultFileError(f"{projector}: projector for {meta['signature']}, not {signature}; rerun train_sparse_projector")
+        raise ResultFileError(
+            f"{projector}: projector for {meta['signature']}, not {signature}; rerun train_sparse_projector"
+        )
     R, tau = U.shape[1], meta["sparsity"]
     table = read_image_table(images)
     test = table[table["split"] == "test"].reset_index(drop=True)
@@ -121,9 +123,11 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
             test["image_id"][row],
             near_duplicates,
             ", ".join(f"{m.replace(chr(10), ' ')} {100 * ap[i]:.1f} %" for m, (_, ap) in ranked.items()),
-            " (misses near duplicates in its top %d)" % k if failed[i] else "",
+            f" (misses near duplicates in its top {k})" if failed[i] else "",
         )
-    logger.info("%d of %d test queries miss near duplicates in their top %d under some method", failed.sum(), failed.size, k)
+    logger.info(
+        "%d of %d test queries miss near duplicates in their top %d under some method", failed.sum(), failed.size, k
+    )
     title = (
         f"{signature.upper()}, test split: {len(chosen)} queries (blue) and their top {k}; "
         "green: near duplicate, red: not; AP of the query under each method"

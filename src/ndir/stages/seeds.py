@@ -12,17 +12,17 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .. import bovw, comparison, names, report
-from ..atomic import atomic_output, write_csv, write_json
-from ..baselines import mean_over_seeds
-from ..descriptors import image_descriptors_with
-from ..errors import ConfigError, ResultFileError, rebuild_advice
-from ..model_files import read_result, read_result_arrays
-from ..projection import PCAProjection, load_projector, projection_cost
-from ..report import NS_NOTE, table_stem
-from ..similarity_matrix import SparseSimilarityMatrix
-from ..soml import SOMLDualAveraging, SOMLTruncatedGradient
-from .common import (
+from ndir import bovw, comparison, names, report
+from ndir.atomic import atomic_output, write_csv, write_json
+from ndir.baselines import mean_over_seeds
+from ndir.descriptors import image_descriptors_with
+from ndir.errors import ConfigError, ResultFileError, rebuild_advice
+from ndir.model_files import read_result, read_result_arrays
+from ndir.projection import PCAProjection, load_projector, projection_cost
+from ndir.report import NS_NOTE, table_stem
+from ndir.similarity_matrix import SparseSimilarityMatrix
+from ndir.soml import SOMLDualAveraging, SOMLTruncatedGradient
+from ndir.stages.common import (
     check_shard_order,
     read_image_table,
     read_shard,
@@ -30,7 +30,7 @@ from .common import (
     split_signatures,
     split_together,
 )
-from .sparse import final_maps
+from ndir.stages.sparse import final_maps
 
 logger = logging.getLogger(__name__)
 
@@ -180,9 +180,7 @@ def train_soml(
         # The database keeps each signature on the support of w: sparse tf-idf stays
         # sparse, a dense FV keeps its nnz(w) weighted dimensions.
         "db_bytes_per_image": comparison.database_bytes(estimator.transform(X_test), sparse=sp.issparse(X_test)),
-        "madds_per_query": float(
-            comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(mapped, X_test).mean()
-        ),
+        "madds_per_query": float(comparison.mean_nonzeros(Q) + comparison.sparse_dot_madds(mapped, X_test).mean()),
         **quality,
         "train_s": train_s,
         "sparsity": float(estimator.sparsity_),
@@ -275,7 +273,7 @@ def seeds_comparison(
     :mod:`ndir.comparison` for the columns. Rows without stored bytes (second-order
     pooling learns nothing) are left out of the figure, whose axis is logarithmic.
     """
-    from .. import figures as plots  # matplotlib, only for the stages that draw
+    from ndir import figures as plots  # matplotlib, only for the stages that draw
 
     ns_keys = (comparison.NS_KEY,) if ns_score else ()
     rows = [comparison.read_record(path, ns_keys) for path in records]
@@ -304,7 +302,9 @@ def seeds_comparison(
         U, meta = load_projector(path)
         R, tau, name = meta["n_components"], meta["sparsity"], meta["signature"]
         if name not in test_splits:
-            raise ResultFileError(f"{path}: a projector of {name}, whose signatures are not among the comparison's inputs")
+            raise ResultFileError(
+                f"{path}: a projector of {name}, whose signatures are not among the comparison's inputs"
+            )
         X_test, groups, _ = test_splits[name]
         quality = {
             "test_map": final["map"].loc[(name, R, tau)],
@@ -329,8 +329,8 @@ def seeds_comparison(
     report.write_table(
         report.seeds_comparison_table(frame),
         table_stem(table),
-        caption="The seeds' learners, PCA and the sparse rank projectors on the same split: size and cost at query time, test mAP and Recall@1 (%)"
-        + (NS_NOTE if ns_score else ""),
+        caption="The seeds' learners, PCA and the sparse rank projectors on the same split: "
+        "size and cost at query time, test mAP and Recall@1 (%)" + (NS_NOTE if ns_score else ""),
     )
     plots.seeds_comparison_figure(frame[frame["model_bytes"] > 0], stem=Path(figure[0]).with_suffix(""))
 
@@ -348,7 +348,7 @@ def frontier(records, table, figure):
     sentence of :func:`ndir.report.frontier_summary` for each under the panels. The
     table lists the points on either front with both sentences as its caption.
     """
-    from .. import figures as plots  # matplotlib, only for the stages that draw
+    from ndir import figures as plots  # matplotlib, only for the stages that draw
 
     frame = read_result(records, pd.read_csv)
     fronts, summaries = {}, {}

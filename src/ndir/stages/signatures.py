@@ -4,12 +4,12 @@ import logging
 
 import numpy as np
 
-from ..atomic import atomic_output
-from ..codebooks import encode_image, load_codebook
-from ..descriptors import image_descriptors_with
-from ..encoding import power_l2_normalise
-from ..model_files import read_result_arrays
-from .common import check_shard_order, read_shard
+from ndir.atomic import atomic_output
+from ndir.codebooks import encode_image, load_codebook
+from ndir.descriptors import image_descriptors_with
+from ndir.encoding import power_l2_normalise
+from ndir.model_files import read_result_arrays
+from ndir.stages.common import check_shard_order, read_shard
 
 logger = logging.getLogger(__name__)
 

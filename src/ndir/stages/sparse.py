@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import names, report
-from ..atomic import atomic_output, write_csv
-from ..baselines import mean_over_seeds
-from ..encoding import l2_normalise_rows
-from ..errors import ResultFileError
-from ..evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
-from ..evaluation import ns_score as ns_score_of
-from ..model_files import read_result
-from ..projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
-from ..projection.product import TransposedBlocks
-from ..report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem, n_test_queries
-from .common import split_signatures
+from ndir import names, report
+from ndir.atomic import atomic_output, write_csv
+from ndir.baselines import mean_over_seeds
+from ndir.encoding import l2_normalise_rows
+from ndir.errors import ResultFileError
+from ndir.evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
+from ndir.evaluation import ns_score as ns_score_of
+from ndir.model_files import read_result
+from ndir.projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
+from ndir.projection.product import TransposedBlocks
+from ndir.report import NS_NOTE, interval_note, is_inria_holidays, n_test_queries, table_caption, table_stem
+from ndir.stages.common import split_signatures
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,9 @@ def train_sparse_projector(
             [r["train_map_dot"] for r in measured], flat_map_evaluations
         )
         if flat:
-            logger.info("iteration %d: training mAP flat over %d evaluations, stopping", iteration, flat_map_evaluations)
+            logger.info(
+                "iteration %d: training mAP flat over %d evaluations, stopping", iteration, flat_map_evaluations
+            )
         return flat
 
     model = SparseRankProjector(
@@ -221,7 +223,9 @@ def final_maps(histories, split="test", scoring="l2", metric="map"):
         column = f"{split}_{metric}_{scoring}"
         maps = curve[column].dropna() if column in curve else []
         if len(maps) == 0:
-            raise ResultFileError(f"{path}: no {column} measured (an older or interrupted history); rerun train_sparse_projector")
+            raise ResultFileError(
+                f"{path}: no {column} measured (an older or interrupted history); rerun train_sparse_projector"
+            )
         rows.append(
             {
                 "signature": signature,
@@ -277,7 +281,9 @@ def table2(histories, baselines, data_report, table, table_dot, ablation):
     ablation_table = report.table2_ablation(
         maps["l2"], maps["dot"], final_maps(histories, "train", "dot"), baselines=records
     )
-    report.write_table(ablation_table, table_stem(ablation), caption=table_caption(title, data_report, paper_table=False))
+    report.write_table(
+        ablation_table, table_stem(ablation), caption=table_caption(title, data_report, paper_table=False)
+    )
 
 
 def cost_table(images, signatures, projectors, histories, table, signature):
@@ -298,7 +304,7 @@ def cost_table(images, signatures, projectors, histories, table, signature):
 
 def convergence_figures(fig2, fig3, fig4, figures, signature):
     """Figures 2-4 of the paper from training histories, as PNG and PDF."""
-    from .. import figures as plots  # matplotlib, only for the stages that draw
+    from ndir import figures as plots  # matplotlib, only for the stages that draw
 
     out = {Path(path).stem: Path(path).with_suffix("") for path in figures}
     plots.convergence_figure([read_history(p) for p in fig2], vary="R", signature=signature, stem=out["fig2"])
