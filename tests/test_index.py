@@ -184,6 +184,7 @@ def test_describe_projector_storage(tiny_models):
         "fv-4",
     )
     assert facts["non-zeros"] == R * M and facts["non-zeros per column"] == M
+    assert facts["density"] == pytest.approx(M / D, abs=1e-6)
     assert facts["bytes dense"] == D * R * 4
     assert facts["bytes CSC"] == R * M * 8 + (R + 1) * 4
     codebook = ndi.describe(tiny_models["codebook"])

@@ -151,3 +151,12 @@ def test_the_rank_check_is_relative_to_the_largest_eigenvalue(scale):
     duplicates = np.repeat(low_rank_signatures(4, 100), 3, axis=0) * np.float32(scale)  # rank 3
     with pytest.raises(ValueError, match="span fewer than n_components=5"):
         PCAProjection(5).fit(duplicates)
+
+
+def test_n_components_must_be_at_least_one():
+    """R = 0 would give an empty projection that every database image ties on: refused
+    by the parameter check, while R = 1 fits."""
+    X = low_rank_signatures(20, 8)
+    with pytest.raises(ValueError, match="n_components"):
+        PCAProjection(n_components=0).fit(X)
+    assert PCAProjection(n_components=1).fit(X).transform(X).shape == (20, 1)
