@@ -28,17 +28,14 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
-import warnings  # noqa: E402
 from importlib import resources  # noqa: E402
 
 import cv2  # noqa: E402
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.cluster import KMeans, MiniBatchKMeans  # noqa: E402
-from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
-from timing import best_time  # noqa: E402
+from timing import best_time, fit_sklearn_gmm  # noqa: E402
 
 from ndir.codebooks import (  # noqa: E402
     encode_image,
@@ -96,20 +93,7 @@ def bench_em(rng, X, n_clusters):
     )
 
     def sklearn_fit(max_iter):
-        mixture = GaussianMixture(
-            n_clusters,
-            covariance_type="diag",
-            max_iter=max_iter,
-            tol=0.0,
-            init_params="random",
-            weights_init=weights,
-            means_init=means,
-            precisions_init=1 / variances,
-            random_state=0,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            mixture.fit(X)
+        fit_sklearn_gmm(X, weights, means, variances, max_iter)
 
     # Per iteration: the difference between 4 and 1 iterations (both include
     # sklearn's set-up and final E-step), divided by 3.

@@ -48,9 +48,8 @@ from bench_encoding import descriptor_like  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
-from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
-from timing import best_time  # noqa: E402
+from timing import best_time, fit_sklearn_gmm  # noqa: E402
 
 from ndir.bovw import VisualVocabulary  # noqa: E402
 from ndir.codebooks import gmm_em, kmeans  # noqa: E402
@@ -142,20 +141,7 @@ def bench_em(rng, X, K):
     ours = best_time(lambda: gmm_em(X, weights, means, variances, 1, 1e-4 * variances[0]), repeats=1)
 
     def sklearn_fit(max_iter):
-        mixture = GaussianMixture(
-            K,
-            covariance_type="diag",
-            max_iter=max_iter,
-            tol=0.0,
-            init_params="random",
-            weights_init=weights,
-            means_init=means,
-            precisions_init=1 / variances,
-            random_state=0,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            mixture.fit(X)
+        fit_sklearn_gmm(X, weights, means, variances, max_iter)
 
     # Per iteration: (3 iterations - 1 iteration) / 2, both with sklearn's set-up.
     sklearn_s = (once(lambda: sklearn_fit(3)) - once(lambda: sklearn_fit(1))) / 2
