@@ -967,3 +967,50 @@ def test_seeds_comparison_fits_pca_on_the_training_split_and_draws_only_stored_m
     sparse_row = rows.loc["sparse rank R=4 τ=0.5"]
     assert sparse_row["madds_per_query"] == U.nnz + 4 * 21 and sparse_row["test_map"] == 0.4
     assert len(drawn) == 1 and sorted(drawn[0]["method"]) == ["PCA R=2", "one byte", "sparse rank R=4 τ=0.5"]
+
+
+def test_the_similarity_matrix_record_counts_the_databases_words_and_one_norm_per_image(tmp_path):
+    """train_similarity_matrix's record: the matrix it writes is the estimator's (the
+    same fit, refitted here), the database keeps 8 bytes per word of an image and one
+    float32 norm sqrt(x^T M x), the fit's time lies within the call's wall time, and the
+    test mAP is the estimator's scores' on the test split."""
+    from ndir.bovw import VisualVocabulary
+    from ndir.evaluation import map_from_scores
+    from ndir.similarity_matrix import SparseSimilarityMatrix
+    from ndir.stages import seeds
+
+    rng = np.random.default_rng(3)
+    n_words, groups = 12, np.repeat(np.arange(8), 3)
+    centres = rng.poisson(2.0, (8, n_words)) * (rng.random((8, n_words)) < 0.5)
+    counts = np.clip(centres[groups] + rng.poisson(0.5, (24, n_words)) - 1, 0, None).astype(np.float32)
+    counts[np.flatnonzero(counts.sum(axis=1) == 0), 0] = 1
+    split = np.where(groups < 4, "train", "test")
+    pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(24)], "path": [f"{j}.jpg" for j in range(24)], "group": groups,
+            "is_query": np.arange(24) % 3 == 0, "split": split, "together": [f"p{g}" for g in groups],
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    sp.save_npz(tmp_path / "bovw.npz", sp.csr_matrix(counts))
+    words = rng.normal(size=(n_words, 128)).astype(np.float32)
+    VisualVocabulary(words, seed=0, n_iter=1, nprobe=1).save(tmp_path / "vocabulary.npz")
+    options = {"max_iter": 3, "n_random_triplets": 20}
+    start = time.perf_counter()
+    seeds.train_similarity_matrix(
+        tmp_path / "images.csv", tmp_path / "bovw.npz", tmp_path / "vocabulary.npz", tmp_path / "M.npz",
+        tmp_path / "record.json", options, seed=0,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert 0 < record["train_s"] < wall
+    train, test = split == "train", split == "test"
+    expected = SparseSimilarityMatrix(**options, random_state=0).fit(
+        counts[train], groups[train], words, together=np.array([f"p{g}" for g in groups[train]])
+    )
+    M = sp.load_npz(tmp_path / "M.npz")
+    np.testing.assert_array_equal(M.toarray(), sp.csr_matrix(expected.metric_).toarray())
+    test_counts = counts[test]
+    assert record["db_bytes_per_image"] == pytest.approx(8 * np.count_nonzero(test_counts, axis=1).mean() + 4)
+    query_rows = np.flatnonzero((np.arange(24) % 3 == 0)[test])
+    scores = expected.score_pairs(test_counts[query_rows], test_counts)
+    assert record["test_map"] == pytest.approx(map_from_scores(scores, query_rows, groups[test]), abs=1e-6)
