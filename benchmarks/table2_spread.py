@@ -36,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from ndir import names
 from ndir.stages.sparse import final_maps, train_sparse_projector
 
 #: The columns of a spread table after the cell's (signature, R, tau), mAP in %.
@@ -51,10 +52,10 @@ def run_config(run):
 
 
 def table2_cells(config):
-    """(signature, R, tau) of every Table II cell, in the workflow's order
+    """(encoding, K, R, tau) of every Table II cell, in the workflow's order
     (``table2_histories`` in ``workflow/rules/common.smk``)."""
     return [
-        (f"{encoding}-{K}", R, tau)
+        (encoding, K, R, tau)
         for encoding in config["signatures"]["encodings"]
         for K in config["signatures"]["codebook_sizes"]
         for tau in config["sparse"]["sparsity"]
@@ -67,18 +68,19 @@ def limit_blas():
     threadpool_limits(1)
 
 
-def final_test_map(run, config, signature, R, tau, seed):
+def final_test_map(run, config, encoding, K, R, tau, seed):
     """Final test mAP (%, L2 scoring as Table II) of one training with ``random_state`` seed."""
     settings = config["sparse"]
+    signature = names.signature_name(encoding, K)
     with tempfile.TemporaryDirectory() as work:
-        # final_maps reads the signature, R and tau from the history's path.
-        stem = Path(work) / signature / f"R{R}-tau{tau:g}"
-        stem.parent.mkdir()
+        stem = Path(work) / names.projector_name(R, tau)
         train_sparse_projector(
             run / "results" / "data" / "images.csv",
             run / "results" / "signatures" / f"{signature}.npy",
             stem.with_suffix(".npz"),
             stem.with_suffix(".csv"),
+            encoding=encoding,
+            codebook_size=K,
             n_components=R,
             sparsity=tau,
             max_iter=settings["max_iter"],
@@ -103,10 +105,14 @@ def measure(run, seeds, jobs):
     with ProcessPoolExecutor(jobs, initializer=limit_blas) as pool:
         futures = {pool.submit(final_test_map, run, config, *cell, seed): i for i, (cell, seed) in enumerate(tasks)}
         for done, future in enumerate(as_completed(futures), 1):
-            (signature, R, tau), seed = tasks[futures[future]]
+            (encoding, K, R, tau), seed = tasks[futures[future]]
             maps[futures[future]] = future.result()
+            signature = names.signature_name(encoding, K)
             print(f"[{done}/{len(tasks)}] {signature} R{R} tau {tau:g} seed {seed}: {future.result():.2f}", flush=True)
-    cells = pd.DataFrame([(*cell, seed) for cell, seed in tasks], columns=["signature", "R", "tau", "seed"])
+    cells = pd.DataFrame(
+        [(names.signature_name(encoding, K), R, tau, seed) for (encoding, K, R, tau), seed in tasks],
+        columns=["signature", "R", "tau", "seed"],
+    )
     return cells.assign(test_map=maps)
 
 
