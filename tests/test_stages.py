@@ -457,6 +457,19 @@ def test_signatures_of_another_image_table_name_both_files(tmp_path):
         split_signatures(images, signatures)
 
 
+def _two_image_table():
+    """An image table of two images of one group, one in each split."""
+    return pd.DataFrame(
+        {
+            "image_id": ["a", "b"],
+            "path": ["a", "b"],
+            "group": [0, 0],
+            "is_query": [True, False],
+            "split": ["train", "test"],
+        }
+    )
+
+
 def test_signatures_of_more_than_256_images_split_by_the_table(tmp_path):
     """A table of 300 images (past CPython's cached small ints, so that a row count is
     compared by value): each split gets its own rows, groups and queries, in order."""
@@ -488,15 +501,7 @@ def test_damaged_results_are_named_with_the_fix(tmp_path):
     from ndir.stages.signatures import gather_signatures
 
     images = tmp_path / "images.csv"
-    pd.DataFrame(
-        {
-            "image_id": ["a", "b"],
-            "path": ["a", "b"],
-            "group": [0, 0],
-            "is_query": [True, False],
-            "split": ["train", "test"],
-        }
-    ).to_csv(images, index=False)
+    _two_image_table().to_csv(images, index=False)
     signatures = tmp_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
     signatures.write_bytes(signatures.read_bytes()[:-20])
@@ -561,15 +566,7 @@ def test_every_damaged_result_array_is_named_with_the_fix(tmp_path, site):
     from ndir.errors import ResultFileError
 
     name, filename, write, call = _call_sites()[site]
-    pd.DataFrame(
-        {
-            "image_id": ["a", "b"],
-            "path": ["a", "b"],
-            "group": [0, 0],
-            "is_query": [True, False],
-            "split": ["train", "test"],
-        }
-    ).to_csv(tmp_path / "images.csv", index=False)
+    _two_image_table().to_csv(tmp_path / "images.csv", index=False)
     damaged = _damaged(tmp_path / filename, write)
     fix = r"cut short or damaged: delete it and run `snakemake \S+ --cores all`"
     with pytest.raises(ResultFileError, match=rf"{filename}: unreadable \(\w+: .*\), {fix}"):
@@ -582,15 +579,7 @@ def test_a_result_file_without_an_array_is_named_with_the_fix(tmp_path):
     from ndir.errors import ResultFileError
     from ndir.stages.jcf import gather_jcf_features
 
-    pd.DataFrame(
-        {
-            "image_id": ["a", "b"],
-            "path": ["a", "b"],
-            "group": [0, 0],
-            "is_query": [True, False],
-            "split": ["train", "test"],
-        }
-    ).to_csv(tmp_path / "images.csv", index=False)
+    _two_image_table().to_csv(tmp_path / "images.csv", index=False)
     shard = tmp_path / "0.npz"
     np.savez(shard, image_id=np.array(["a", "b"]), features=np.ones((4, 3), np.float32), pca_components=np.eye(3, 8))
     with pytest.raises(ResultFileError, match=r"0.npz: unreadable \(KeyError: .*offsets.*\), cut short or damaged"):
@@ -604,15 +593,7 @@ def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
     from ndir.stages.codebooks import sample_descriptors
 
     images = tmp_path / "images.csv"
-    table = pd.DataFrame(
-        {
-            "image_id": ["a", "b"],
-            "path": ["a", "b"],
-            "group": [0, 0],
-            "is_query": [True, False],
-            "split": ["train", "test"],
-        }
-    )
+    table = _two_image_table()
     fix = "cut short or damaged: delete it and run"  # the advice of read_result, whatever its command
     table.to_csv(images, index=False)
     images.write_text(images.read_text().split("\n", 1)[1])
