@@ -196,11 +196,16 @@ def load_encoder(
         signature name from the codebook's).
     """
     model, signature = load_codebook(codebook)
-    if file_kind(projector) != "projector":
-        raise NdirInputError(
-            f"{projector}: not a projector (it is a codebook); pass --projector {names.PROJECTOR_FILE_HINT}"
-        )
-    U, meta = load_projector(projector)
+    try:
+        U, meta = load_projector(projector)
+    except NdirInputError:
+        # Read the file's kind again only to word the refusal for the CLI (a missing
+        # file is refused by file_kind itself).
+        if file_kind(projector) != "projector":
+            raise NdirInputError(
+                f"{projector}: not a projector (it is a codebook); pass --projector {names.PROJECTOR_FILE_HINT}"
+            ) from None
+        raise
     expected = meta.get("signature")
     if U.shape[0] != model.dim or (expected is not None and expected != signature):
         raise NdirInputError(
