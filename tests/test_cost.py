@@ -1,5 +1,7 @@
 """Tests of ndir.projection.cost: hand-counted storage, and dense/sparse agreement."""
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -142,6 +144,23 @@ def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
     monkeypatch.setattr(cost, "threadpool_info", lambda: pools[:1])
     projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
     assert seen and set(seen) == {1}
+    # The API named by an equal string that is not the interned literal (as read back
+    # from threadpoolctl's JSON report, say): compared by value, not by identity.
+    seen.clear()
+    read_back = json.loads(json.dumps(pools))
+    assert read_back[1]["user_api"] is not pools[1]["user_api"]
+    monkeypatch.setattr(cost, "threadpool_info", lambda: read_back)
+    projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
+    assert seen and set(seen) == {3}
+
+
+def test_latency_may_time_more_single_queries_than_there_are_rows():
+    """n_single counts timed single-signature projections, not rows: with fewer rows
+    (3 here, for 7 timings) they are taken in turn, again and again."""
+    X = np.random.default_rng(5).standard_normal((3, 300)).astype(np.float32)
+    result = projection_latency(column_sparse(300, 8, 10, seed=3), X, n_single=7, n_batch=1)
+    assert result["single_dense_s"] > 0 and result["single_sparse_s"] > 0
+    assert result["n_batch_rows"] == 3
 
 
 def test_latencies_are_times_within_the_calls_wall_time():
