@@ -168,3 +168,36 @@ def test_n_jobs_threads_share_the_blocks_of_rows(n_jobs, monkeypatch):
     caller = threading.get_ident()
     assert len(seen) == 2
     assert set(seen) == {caller} if n_jobs in (None, 1) else caller not in seen
+
+
+@pytest.mark.parametrize("n_jobs, n_blocks", [(2, 2), (2, 5), (3, 7), (4, 4)])
+def test_n_jobs_threads_take_one_contiguous_share_of_whole_blocks_each(n_jobs, n_blocks, monkeypatch):
+    """As many shares as threads (n_jobs, fewer blocks than that being capped): the rows
+    cut at block boundaries into contiguous shares, in order and covering every row,
+    as even as whole blocks allow (sizes differ by at most one block); more shares than
+    threads would leave some thread two shares of the work while the others wait."""
+    pools, shares = [], []
+
+    class RecordingPool(product.ThreadPoolExecutor):
+        def __init__(self, max_workers):
+            pools.append(max_workers)
+            super().__init__(max_workers)
+
+        def map(self, function, starts, stops):
+            starts, stops = list(starts), list(stops)
+            shares.extend(zip(starts, stops))
+            return super().map(function, starts, stops)
+
+    monkeypatch.setattr(product, "ThreadPoolExecutor", RecordingPool)
+    n_rows = (n_blocks - 1) * BLOCK_ROWS + 5
+    rng = np.random.default_rng(n_blocks)
+    U = sp.random(300, 7, density=0.05, random_state=n_jobs, format="csc", dtype=np.float32)
+    X = rng.standard_normal((n_rows, 300)).astype(np.float32)
+    np.testing.assert_allclose(sparse_batch_product(U, X, n_jobs), X @ U.toarray(), rtol=1e-5, atol=1e-6)
+    assert pools == [n_jobs] and len(shares) == n_jobs
+    starts, stops = np.array(shares).T
+    assert starts[0] == 0 and stops[-1] == n_rows
+    np.testing.assert_array_equal(starts[1:], stops[:-1])
+    assert np.all(starts % BLOCK_ROWS == 0)
+    blocks = -(-(stops - starts) // BLOCK_ROWS)
+    assert blocks.min() >= 1 and blocks.max() - blocks.min() <= 1
