@@ -509,6 +509,23 @@ def test_bad_groups_are_reported():
         SparseRankProjector(n_components=3).fit(X, np.zeros(15, dtype=int))
 
 
+def test_two_images_are_refused_for_what_they_lack_not_for_their_number():
+    """A query needs a near duplicate and a negative: two images of one group lack the
+    negative, one image of each group the near duplicate, and the refusal says which;
+    three (a pair, its first the query, and one other) are enough to learn from. One image is refused as
+    too few by scikit-learn's input check."""
+    X, groups, _ = grouped(2, 2, 30, noise=0.5, seed=6)
+    model = SparseRankProjector(n_components=2, max_iter=2, random_state=0)
+    with pytest.raises(ValueError, match="all images are in one group"):
+        model.fit(X[:2], groups[:2])
+    with pytest.raises(ValueError, match="alone in their group"):
+        model.fit(X[1:3], groups[1:3])
+    model.fit(X[:3], groups[:3], queries=[0])
+    assert model.transform(X).shape == (4, 2) and model.query_rows_.tolist() == [0]
+    with pytest.raises(ValueError, match="1 sample"):
+        model.fit(X[:1], groups[:1])
+
+
 @parametrize_with_checks([SparseRankProjector(n_components=2, sparsity=0.5, max_iter=3, init="random", random_state=0)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
