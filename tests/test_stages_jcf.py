@@ -3,6 +3,7 @@
 import copy
 import itertools
 import json
+import re
 from types import SimpleNamespace
 
 import cv2
@@ -15,7 +16,7 @@ from snakemake.utils import validate
 from ndir.codebooks import fit_descriptor_pca, fit_fisher_codebook
 from ndir.config import check_config
 from ndir.descriptors import image_descriptors_with
-from ndir.errors import ConfigError, ResultFileError
+from ndir.errors import ConfigError, DatasetError, ResultFileError
 from ndir.evaluation import holidays_map, recall_at_k
 from ndir.jcf import (
     JCF,
@@ -104,6 +105,24 @@ def test_sample_does_not_depend_on_the_number_of_shards(small_set, tmp_path):
     # Every image keeps PER_IMAGE of its descriptors, drawn with its table row as key.
     assert list(np.diff(expected["offsets"])) == [min(PER_IMAGE, len(x)) for x in small_set["local"]]
     assert expected["features"].dtype == np.float32 and expected["features"].shape[1] == D
+
+
+def test_an_image_without_local_descriptors_is_refused_by_name(small_set, tmp_path, monkeypatch):
+    """An image whose dense HOG comes out empty stops its shard with a DatasetError that
+    names it, and no shard file is written. (The descriptors refuse images too small for
+    one descriptor first; descriptors that return none reach the stage's own check.)"""
+    empty = str(small_set["table"]["path"][1])
+    describe = stages_jcf.image_descriptors_with
+
+    def descriptors(path, params):
+        local = describe(path, params)
+        return local[:0] if str(path) == empty else local
+
+    monkeypatch.setattr(stages_jcf, "image_descriptors_with", descriptors)
+    shard = tmp_path / "shard.npz"
+    with pytest.raises(DatasetError, match=re.escape(f"{empty}: no local descriptor")):
+        extract_jcf_features(small_set["images"], small_set["pca"], shard, 0, 2, PER_IMAGE, 3, DESCRIPTORS)
+    assert not shard.exists()
 
 
 def test_loaded_features_are_the_codebooks_view_of_the_keyed_sample(small_set):
