@@ -42,13 +42,15 @@ SIGNATURES = ("vlad-64", "fv-64")
 
 @dataclass(frozen=True)
 class Variant:
-    """One embedded set to measure: its views' recipe and how its scenes are cut
-    (None: the config's view size and number of groups)."""
+    """One embedded set to measure: its views' recipe, how its scenes are cut and the
+    share of its groups in the training split (None: the config's view size, number of
+    groups and training fraction)."""
 
     recipe: ViewRecipe
     sibling_overlap: float = 0.0
     view_size: int | None = None
     n_groups: int | None = None
+    train_fraction: float | None = None
 
 
 #: The views before issue 34 (ab1a440): blur, noise and strong JPEG on 30 % of views each.
@@ -118,6 +120,11 @@ VARIANTS = {
     "siblings share 60 %, lighting ramp 25 %": Variant(ViewRecipe(lighting_probability=0.25), 0.6),
     "siblings share 60 %, occluders 20 %": Variant(ViewRecipe(occluder_probability=0.2), 0.6),
     "siblings share 65 %, lighting ramp 25 %": Variant(ViewRecipe(lighting_probability=0.25), 0.65),
+    # A larger training split: PCA fitted on more scenes (the test split smaller, or the set larger).
+    "train 60 %": Variant(DEFAULT_RECIPE, DEFAULT_SIBLING_OVERLAP, train_fraction=0.6),
+    "train 70 %": Variant(DEFAULT_RECIPE, DEFAULT_SIBLING_OVERLAP, train_fraction=0.7),
+    "250 groups, train 60 %": Variant(DEFAULT_RECIPE, DEFAULT_SIBLING_OVERLAP, n_groups=250, train_fraction=0.6),
+    "siblings share 70 %, train 60 %": Variant(DEFAULT_RECIPE, 0.7, train_fraction=0.6),
 }
 
 
@@ -148,7 +155,7 @@ def encode_variant(variant, config, workdir):
         work / "report.json",
         "embedded",
         folder,
-        config["dataset"]["train_fraction"],
+        variant.train_fraction or config["dataset"]["train_fraction"],
         {"table": folder / "views.csv", "column": "photo"},
         seed,
         descriptors,
