@@ -581,8 +581,9 @@ def test_projected_line_is_the_objective_at_the_projected_point(
     # the search must widen them whenever a trial admits them all. With small blocks,
     # G^T is scanned 7 features at a time and the candidates' thresholds come from a
     # sample of 8 of the 40 features: too few for some columns, which are scanned
-    # again. A last search that ended with 6 candidates starts this one at 3. The
-    # trials select near the threshold, or among all candidates.
+    # again, and the candidates are selected 2 of the 5 columns at a time. A last
+    # search that ended with 6 candidates starts this one at 3. The trials select
+    # near the threshold, or among all candidates.
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_line_search, "_ENTERING_CANDIDATES", entering)
@@ -590,6 +591,7 @@ def test_projected_line_is_the_objective_at_the_projected_point(
     if small_blocks:
         monkeypatch.setattr(_descent, "_FEATURE_BLOCK", 7)
         monkeypatch.setattr(_line_search, "_THRESHOLD_SAMPLE", 8)
+        monkeypatch.setattr(_line_search, "_SELECTION_ROWS", 2)
 
     X, groups, query_rows, U0, problem, selected = line_problem(6, 40, 5, 4, [0, 2, 5])
     with ThreadPoolExecutor(2) as pool:

@@ -261,7 +261,7 @@ class Descent:
 
         Returns ``inside`` (R, M) float32, G at the support (``kept``), and the entries
         outside the supports with ``|g| >= thresholds``: ``outside_rows``,
-        ``outside_columns`` (int) and ``outside_values`` (float32), ordered by feature
+        ``outside_columns`` (int32) and ``outside_values`` (float32), ordered by feature
         block, then by column of U (row of G^T), then by feature.
         """
         n_outputs, n_features = self.UT.shape
@@ -282,7 +282,9 @@ class Descent:
             magnitude[support_rows, support_at] = -1.0
             # flatnonzero then divmod: 6x faster than a 2-d nonzero on a (256, 1024) mask.
             hit_rows, hit_at = np.divmod(np.flatnonzero(magnitude >= column_thresholds), stop - start)
-            return hit_rows, hit_at + start, GT[hit_rows, hit_at]
+            # int32 indices: the pool of entries can hold most of G^T (FV-256, tau = 0.9:
+            # 34k of 41k features per column), 12 bytes an entry against 20 with int64.
+            return hit_rows.astype(np.int32), (hit_at + start).astype(np.int32), GT[hit_rows, hit_at]
 
         parts = list(self.pool.map(scan, range(block_bounds.size - 1)))
         outside_rows, outside_columns, outside_values = (np.concatenate(part) for part in zip(*parts))
