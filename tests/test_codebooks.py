@@ -463,3 +463,27 @@ def test_kmeans_centroids_are_fixed_by_their_thread_count_not_the_cores():
         np.testing.assert_array_equal(results[1][n_threads], results[2][n_threads])
     if np.array_equal(results[2][0], results[2][1]):
         pytest.skip("faiss gives the same centroids on one and two threads here")
+
+
+@pytest.mark.parametrize("empty", [np.zeros(0), np.zeros((0, 8)), []], ids=["(0,)", "(0, 8)", "list"])
+def test_an_empty_descriptor_set_of_any_shape_encodes_to_zeros(fitted, empty):
+    """An image without descriptors, however its empty array is shaped, has an all-zero
+    signature (through each codebook and through encode_image)."""
+    _, _, vlad, fisher, _ = fitted
+    for codebook in (vlad, fisher):
+        signature = codebook.encode(empty)
+        assert signature.shape == (codebook.dim,) and not signature.any()
+    signatures = encode_image(empty, {"vlad": vlad, "fv": fisher})
+    assert not signatures["vlad"].any() and not signatures["fv"].any()
+
+
+def test_descriptor_pca_needs_two_descriptors_and_logs_the_variance_it_keeps(caplog):
+    rng = np.random.default_rng(8)
+    X = correlated(rng, 200, 8, np.linspace(3.0, 0.3, 8)).astype(np.float32)
+    with pytest.raises(NdirInputError, match="at least 2 descriptors, got n_components=4 and 1 descriptors"):
+        fit_descriptor_pca(X[:1], n_components=4)
+    with caplog.at_level("INFO", logger="ndir.codebooks"):
+        fit_descriptor_pca(X, n_components=4)
+    eigenvalues = np.sort(np.linalg.eigvalsh(np.cov(X.astype(np.float64), rowvar=False)))[::-1]
+    kept = 100 * eigenvalues[:4].sum() / eigenvalues.sum()
+    assert f"descriptor PCA: 4 of 8 dimensions keep {kept:.1f}% of the variance" in caplog.messages

@@ -341,3 +341,47 @@ def test_the_workflow_fetches_ukbench_and_reports_the_ns_score_beside_the_map(tm
             scores = table[ns_columns].to_numpy(dtype=float)
             # Out of 4, and at least 1 (each query finds itself first).
             assert np.nanmin(scores) >= 1.0 and np.nanmax(scores) <= 4.0, (name, scores)
+
+
+def test_a_fresh_download_asks_for_the_whole_file_without_a_range(tmp_path):
+    served = holidays_archives(tmp_path / "served")[0]
+    dest = tmp_path / "archives" / served.name
+    with http_server(tmp_path / "served") as server:
+        download(f"{server.url}/{served.name}", dest, progress=False)
+        assert server.requests == [("GET", f"/{served.name}", None)]
+    assert dest.read_bytes() == served.read_bytes()
+
+
+def test_a_resumed_download_of_a_file_gone_from_the_server_is_refused_and_the_part_kept(tmp_path):
+    """Only a 416 on a resumed download means that the part is whole; a 404 is an error,
+    not a complete archive."""
+    served = holidays_archives(tmp_path / "served")[0]
+    dest = tmp_path / "archives" / served.name
+    dest.parent.mkdir()
+    part = dest.with_name(dest.name + ".part")
+    part.write_bytes(served.read_bytes()[:100])
+    (tmp_path / "empty").mkdir()
+    with http_server(tmp_path / "empty") as server:
+        url = f"{server.url}/{served.name}"
+        with pytest.raises(DownloadError, match=r"the server answered HTTP 404 File not found; download it"):
+            download(url, dest, progress=False)
+        assert set(server.requests) == {("GET", f"/{served.name}", "bytes=100-")}
+    assert part.read_bytes() == served.read_bytes()[:100] and not dest.exists()
+
+
+@pytest.mark.parametrize("digit", ["0", "f"])
+def test_an_archive_already_there_whose_checksum_differs_from_the_pin_is_refused(tmp_path, digit):
+    """Whether the pin sorts before or after the archive's checksum."""
+    served = holidays_archives(tmp_path / "served")
+    root = tmp_path / "data"
+    (root / "archives").mkdir(parents=True)
+    for path in served:
+        (root / "archives" / path.name).write_bytes(path.read_bytes())
+    wrong = digit * 64
+    with pytest.raises(DownloadError) as refused:
+        fetch(["http://127.0.0.1:9/jpg1.tar.gz", "http://127.0.0.1:9/jpg2.tar.gz"], root, pins={"jpg2.tar.gz": wrong})
+    assert str(refused.value) == (
+        f"{root / 'archives/jpg2.tar.gz'}: its SHA-256 is {sha256(served[1])}, not the {wrong} pinned in "
+        "download.sha256; delete it to download it again, or correct the pin"
+    )
+    assert nothing_left_behind(root)

@@ -4,6 +4,7 @@ hardware against independent readings of /proc/cpuinfo, threadpoolctl and faiss.
 import json
 import platform
 import re
+import subprocess
 from pathlib import Path
 
 import faiss
@@ -16,6 +17,7 @@ from ndir.provenance import (
     blas_info,
     cpu_info,
     faiss_simd,
+    git_commit,
     hardware,
     hardware_table,
     job_benchmarks,
@@ -222,3 +224,58 @@ def test_write_run_info_writes_the_hardware_to_json_and_html(tmp_path, benchmark
     for library in info["hardware"]["blas"]:
         assert library["library"] in html and str(library["architecture"]) in html
     assert set(run_info(config, {}, benchmarks, tmp_path)) == set(info)
+
+
+def test_blas_info_compares_the_pools_api_by_value(monkeypatch):
+    """A pool report whose strings are equal to "blas" but not the literal (read back
+    from JSON, as another threadpoolctl could build them) is still a BLAS."""
+    pools = json.loads(json.dumps(threadpool_info()))
+    monkeypatch.setattr("ndir.provenance.threadpool_info", lambda: pools)
+    assert blas_info() == sorted(
+        (
+            {
+                "library": f"{Path(pool['filepath']).parent.name}/{Path(pool['filepath']).name}",
+                "internal_api": pool["internal_api"],
+                "version": pool["version"],
+                "architecture": pool.get("architecture"),
+                "threading_layer": pool.get("threading_layer"),
+                "num_threads": pool["num_threads"],
+            }
+            for pool in pools
+            if pool["user_api"] == "blas"
+        ),
+        key=lambda library: library["library"],
+    )
+    assert blas_info()
+
+
+def test_git_commit_is_the_checked_out_commit_marked_dirty_by_changes_to_tracked_files(tmp_path):
+    def git(*args):
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    assert git_commit(tmp_path) is None  # not a repository
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "first")
+    head = git("rev-parse", "HEAD")
+    (tmp_path / "untracked.txt").write_text("not counted\n")
+    assert git_commit(tmp_path) == head
+    (tmp_path / "a.txt").write_text("two\n")
+    assert git_commit(tmp_path) == head + "+dirty"
+
+
+@pytest.mark.parametrize(
+    ("extensions", "shown"), [(["sse2", "avx2", "fma"], "sse2 avx2 fma"), (None, "not read (no /proc/cpuinfo)")]
+)
+def test_hardware_table_lists_the_vector_extensions_read_or_says_they_were_not(extensions, shown):
+    cpu = {"model": "m", "machine": "x86_64", "logical_cpus": 4, "available_cpus": 2, "vector_extensions": extensions}
+    info = {"cpu": cpu, "blas": [], "faiss": {"level": "AVX2", "compile_options": "AVX2"}, "environment": {}}
+    table = hardware_table(info).set_index("item")["value"]
+    assert table["vector extensions"] == shown
+    assert table["logical CPUs (available to the run)"] == "4 (2)"
