@@ -487,3 +487,13 @@ def test_descriptor_pca_needs_two_descriptors_and_logs_the_variance_it_keeps(cap
     eigenvalues = np.sort(np.linalg.eigvalsh(np.cov(X.astype(np.float64), rowvar=False)))[::-1]
     kept = 100 * eigenvalues[:4].sum() / eigenvalues.sum()
     assert f"descriptor PCA: 4 of 8 dimensions keep {kept:.1f}% of the variance" in caplog.messages
+
+
+@pytest.mark.parametrize("sample", [np.ones(8), np.ones((0, 4)), np.ones((2, 3, 4))], ids=["1-d", "empty", "3-d"])
+@pytest.mark.parametrize("fit", ["fit_descriptor_pca", "fit_vlad_codebook", "fit_fisher_codebook"])
+def test_a_descriptor_sample_that_is_not_a_non_empty_matrix_is_refused_by_shape(fit, sample):
+    # A 1-D sample (a flattened file) or an empty one must stop the fit with its shape
+    # and the file to check, not fit on a reshaped or empty array.
+    arguments = {"fit_descriptor_pca": (2,), "fit_vlad_codebook": (2, 2), "fit_fisher_codebook": (2, None)}[fit]
+    with pytest.raises(NdirInputError, match=r"non-empty \(n_descriptors, dim\) array.*descriptor_sample"):
+        getattr(codebooks, fit)(sample, *arguments)

@@ -21,6 +21,7 @@ from ndir.provenance import (
     hardware,
     hardware_table,
     job_benchmarks,
+    package_versions,
     run_info,
     summarise_benchmarks,
 )
@@ -279,3 +280,11 @@ def test_hardware_table_lists_the_vector_extensions_read_or_says_they_were_not(e
     table = hardware_table(info).set_index("item")["value"]
     assert table["vector extensions"] == shown
     assert table["logical CPUs (available to the run)"] == "4 (2)"
+
+
+def test_a_package_that_is_not_installed_is_recorded_as_none():
+    # run_info lists the versions of optional peers (cyvlfeat...); a missing one is a
+    # None in the record, not a failed rule.
+    versions = package_versions(["numpy", "ndir-no-such-distribution"])
+    assert versions["ndir-no-such-distribution"] is None
+    assert versions["numpy"] == np.__version__
