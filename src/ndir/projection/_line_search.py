@@ -345,7 +345,8 @@ class ProjectedLine:
         )
         at = by_row[first[:, None] + top]
         _, pool_columns, pool_values = self.pool
-        self.outside = pool_columns[at].astype(np.int32)
+        # int32 already (Descent.gradient_entries): the indexing is the only copy.
+        self.outside = pool_columns[at]
         self.outside_gradient = (pool_values[at] / self.gradient_norm).astype(np.float64)
         self._index_outside()
 
