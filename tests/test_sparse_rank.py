@@ -809,17 +809,20 @@ def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
         np.testing.assert_allclose(descent.Y, X.astype(np.float64) @ descent.UT.T.astype(np.float64), atol=1e-5)
 
 
+@pytest.mark.parametrize("feature_block", [1024, 16])
 @pytest.mark.parametrize("gather_max", [0.0, 1.0])
-def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, monkeypatch):
+def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, feature_block, monkeypatch):
     """dF X reads only the rows of X whose column of dF has a non-zero when they are
     few (_GATHER_ROWS_MAX), the whole X otherwise: either way left^T right is G of
     Eq. 14, here summed query by query, sum_q x_q (dF[q] Y)^T + (X^T dF[q]) y_q^T,
     for a dF with 3 non-zero columns out of 18 (the late-training case), one of them
     all ones and one all minus ones (an image each query counts once, with a weight of
-    1: a non-zero column whatever its values)."""
+    1: a non-zero column whatever its values). With blocks of 16 features, each of
+    the two threads' 20 features spans two blocks, the second one short."""
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_descent, "_GATHER_ROWS_MAX", gather_max)
+    monkeypatch.setattr(_descent, "_FEATURE_BLOCK", feature_block)
     X, groups, query_rows, U0, problem, _ = line_problem(6, 40, 5, 4, [0])
     rows = query_rows[[0, 2, 5]]
     rng = np.random.default_rng(9)

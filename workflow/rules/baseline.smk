@@ -10,7 +10,9 @@ rule evaluate_pca_baseline:
         f"benchmarks/rules/evaluate_pca_baseline/{names.SIGNATURE}.tsv"
     conda:
         ENV
-    threads: 2
+    # One thread: the same table as on two (its products are summed in float64), and
+    # a two-thread job waits until both cores are free.
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=10,

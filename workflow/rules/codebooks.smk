@@ -30,6 +30,7 @@ rule fit_descriptor_pca:
         "logs/fit_descriptor_pca.log",
     benchmark:
         "benchmarks/rules/fit_descriptor_pca.tsv"
+    priority: PRIORITY["fit_descriptor_pca"]
     conda:
         ENV
     threads: 1
@@ -51,10 +52,7 @@ rule fit_vlad_codebook:
         "logs/fit_vlad_codebook/{K}.log",
     benchmark:
         "benchmarks/rules/fit_vlad_codebook/{K}.tsv"
-    # Before the JCF chain (priority 1): a two-thread job waits for both cores, and
-    # behind a single-thread JCF training it held up every encoding for 2 min. (One
-    # thread would change the faiss k-means, and so Table I.)
-    priority: 2
+    priority: PRIORITY["fit_vlad_codebook"]
     conda:
         ENV
     threads: 2
@@ -80,6 +78,7 @@ rule fit_fisher_codebook:
         "logs/fit_fisher_codebook/{K}.log",
     benchmark:
         "benchmarks/rules/fit_fisher_codebook/{K}.tsv"
+    priority: PRIORITY["fit_fisher_codebook"]
     conda:
         ENV
     # One thread (a few seconds at K <= 256; the codebook does not depend on it): a

@@ -33,6 +33,26 @@ wildcard_constraints:
 
 
 ENV = "../envs/ndir.yaml"
+# Which ready job runs first on a laptop's few cores (Snakemake starts the highest
+# priority first; 0 for the rules not named). A two-thread job waits until both
+# cores are free, so the three k-means go first, while little else could run; then
+# the chain to the signatures beside JCF's longest training (2.5 min on one core),
+# the bag of words and its similarity matrix after them, and the many short
+# trainings fill the cores at the end (docs/results.md, "Time and memory").
+PRIORITY = {
+    "fit_vlad_codebook": 10,
+    "fit_visual_vocabulary": 9,
+    "fit_descriptor_pca": 8,
+    "fit_fisher_codebook": 6,
+    "extract_jcf_features": 5,
+    "gather_jcf_features": 5,
+    "train_jcf": 4,
+    "encode_shard": 4,
+    "gather_signatures": 4,
+    "train_similarity_matrix": 2,
+    "gather_bovw": 2,
+    "encode_bovw_shard": 1,
+}
 TABLE_FORMATS = ["csv", "md", "tex"]
 FIGURE_FORMATS = ["png", "pdf"]
 

@@ -8,7 +8,7 @@ rule extract_jcf_features:
         "logs/extract_jcf_features/{shard}.log",
     benchmark:
         "benchmarks/rules/extract_jcf_features/{shard}.tsv"
-    priority: 1
+    priority: PRIORITY["extract_jcf_features"]
     conda:
         ENV
     threads: 1
@@ -35,7 +35,7 @@ rule gather_jcf_features:
         "logs/gather_jcf_features.log",
     benchmark:
         "benchmarks/rules/gather_jcf_features.tsv"
-    priority: 1
+    priority: PRIORITY["gather_jcf_features"]
     conda:
         ENV
     threads: 1
@@ -85,9 +85,7 @@ rule train_jcf:
         "logs/train_jcf/{jcf_run}.log",
     benchmark:
         "benchmarks/rules/train_jcf/{jcf_run}.tsv"
-    # Started as soon as the features exist: JCF-64 at K = 64 (2.5 min on one core)
-    # then runs beside the other rules instead of alone at the end of the run.
-    priority: 1
+    priority: PRIORITY["train_jcf"]
     conda:
         ENV
     # One BLAS thread: the learned model is then the same whatever --cores.

@@ -11,7 +11,8 @@ rule retrievals_figure:
         "benchmarks/rules/retrievals_figure.tsv"
     conda:
         ENV
-    threads: 2
+    # One thread: a two-thread job waits until both cores are free.
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=5,

@@ -7,6 +7,7 @@ rule fit_visual_vocabulary:
         "logs/fit_visual_vocabulary.log",
     benchmark:
         "benchmarks/rules/fit_visual_vocabulary.tsv"
+    priority: PRIORITY["fit_visual_vocabulary"]
     conda:
         ENV
     threads: 2
@@ -32,6 +33,7 @@ rule encode_bovw_shard:
         "logs/encode_bovw_shard/{shard}.log",
     benchmark:
         "benchmarks/rules/encode_bovw_shard/{shard}.tsv"
+    priority: PRIORITY["encode_bovw_shard"]
     conda:
         ENV
     threads: 1
@@ -56,6 +58,7 @@ rule gather_bovw:
         "logs/gather_bovw.log",
     benchmark:
         "benchmarks/rules/gather_bovw.tsv"
+    priority: PRIORITY["gather_bovw"]
     conda:
         ENV
     threads: 1
@@ -129,6 +132,7 @@ rule train_similarity_matrix:
         "logs/train_similarity_matrix.log",
     benchmark:
         "benchmarks/rules/train_similarity_matrix.tsv"
+    priority: PRIORITY["train_similarity_matrix"]
     conda:
         ENV
     # One thread: it used 0.7 of a core on two (sparse products), and a two-thread

@@ -8,6 +8,7 @@ rule encode_shard:
         "logs/encode_shard/{shard}.log",
     benchmark:
         "benchmarks/rules/encode_shard/{shard}.tsv"
+    priority: PRIORITY["encode_shard"]
     conda:
         ENV
     threads: 1
@@ -33,6 +34,7 @@ rule gather_signatures:
         f"logs/gather_signatures/{names.SIGNATURE}.log",
     benchmark:
         f"benchmarks/rules/gather_signatures/{names.SIGNATURE}.tsv"
+    priority: PRIORITY["gather_signatures"]
     conda:
         ENV
     threads: 1
