@@ -232,14 +232,21 @@ def central_difference(f, x, h=1e-6):
     return grad
 
 
+@pytest.mark.parametrize("one_codeword", [False, True])
 @pytest.mark.parametrize("shared", [False, True])
-def test_pooling_gradient(shared, monkeypatch):
+def test_pooling_gradient(shared, one_codeword, monkeypatch):
+    """Against central differences; with ``one_codeword`` each descriptor keeps its
+    largest posterior only (a quarter of H non-zero), so the unshared projections run
+    codeword by codeword (:data:`~ndir.jcf._factorised.SPARSE_POSTERIORS_MAX`)."""
     # A small lift budget: the images are split over several chunks.
     monkeypatch.setattr(_factorised, "LIFT_ELEMENTS", 40)
     rng = np.random.default_rng(6)
     d, K, k, R = 3, 4, 2, 3
     features, posteriors = random_images(rng, 5, d, K)
+    if one_codeword:
+        posteriors = [np.where(P == P.max(axis=1, keepdims=True), P, 0.0) for P in posteriors]
     X, H, offsets = _features._check_images(features, posteriors)
+    assert _factorised._mostly_zero(H) == one_codeword
     c = k if shared else K
     params = {"Wu": rng.normal(size=(c * d, R)), "Wv": rng.normal(size=(c * d, R))}
     if shared:
@@ -257,6 +264,40 @@ def test_pooling_gradient(shared, monkeypatch):
     assert set(analytic) == set(params)
     for name in params:
         np.testing.assert_allclose(analytic[name], central_difference(objective, params[name]), rtol=1e-6, atol=1e-8)
+
+
+def test_projections_by_codeword_equal_the_lifted_products():
+    """Codeword by codeword over the non-zero posteriors (one column of H all zero, one
+    row all zero) against the lifted rows ``h ⊗ x`` times W, and their transpose times G."""
+    rng = np.random.default_rng(12)
+    n, d, K, m = 30, 5, 6, 4
+    X = rng.normal(size=(n, d))
+    H = rng.uniform(size=(n, K)) * (rng.uniform(size=(n, K)) < 0.2)
+    H[:, 3], H[7] = 0.0, 0.0
+    W, G = rng.normal(size=(K * d, m)), rng.normal(size=(n, m))
+    lifted = np.stack([np.kron(h, x) for h, x in zip(H, X)])
+    np.testing.assert_allclose(_factorised._by_component(X, H, W), lifted @ W, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_factorised._by_component_transposed(X, H, G), lifted.T @ G, rtol=1e-12, atol=1e-12)
+
+
+def test_posteriors_under_the_threshold_count_as_zero():
+    """``posterior_threshold``: the learned model pools as :func:`factorised_pooling` of
+    the posteriors with those under it set to 0, and 0 keeps them all; the same model
+    encodes the same images alike on either path of the projections."""
+    rng = np.random.default_rng(13)
+    features, posteriors = random_images(rng, 8, 3, 4)
+    groups = np.repeat(np.arange(4), 2)
+    for threshold in (0.0, 0.2):
+        model = JCF(n_components=5, n_epochs=1, holdout_fraction=0, posterior_threshold=threshold, random_state=0)
+        model.fit(features, posteriors, groups)
+        U, V = model.projectors_
+        kept = [np.where(P >= threshold, P, 0.0) for P in posteriors]
+        assert threshold == 0.0 or sum(np.count_nonzero(P) for P in kept) < sum(P.size for P in posteriors)
+        z = np.array([factorised_pooling(f, p, U, V) for f, p in zip(features, kept)])
+        np.testing.assert_allclose(model.pool(features, posteriors), z, rtol=1e-10)
+        # Fitted on the thresholded posteriors: the model learned from them kept whole.
+        exact = JCF(n_components=5, n_epochs=1, holdout_fraction=0, posterior_threshold=0.0, random_state=0)
+        np.testing.assert_allclose(exact.fit(features, kept, groups).U_, model.U_, rtol=1e-10)
 
 
 @pytest.mark.parametrize(("signed", "eps"), [(True, 1e-3), (True, 0.0), (False, 0.0)])
@@ -691,8 +732,8 @@ def test_holdout_figures_are_the_kept_models_map_and_recall_at_1_on_the_held_out
 
 def test_defaults_are_the_workflows_settings():
     """JCF() as documented: the settings of config.yaml's seeds.jcf (R = 64, margin .3,
-    learning rate .05, 40 epochs of batches of 8 groups, 20 % held out, smoothing 1e-4),
-    the full form with the signed square root."""
+    learning rate .05, 30 epochs of batches of 8 groups, 20 % held out, smoothing 1e-4,
+    posteriors under 1e-6 dropped), the full form with the signed square root."""
     import yaml
 
     from .conftest import REPO
@@ -708,9 +749,11 @@ def test_defaults_are_the_workflows_settings():
         "n_epochs": settings["epochs"],
         "batch_groups": settings["batch_groups"],
         "holdout_fraction": settings["holdout_fraction"],
+        "posterior_threshold": settings["posterior_threshold"],
         "random_state": None,
     }
-    assert settings["dims"][0] == 64 and settings["batch_groups"] == 8 and settings["epochs"] == 40
+    assert settings["dims"][0] == 64 and settings["batch_groups"] == 8 and settings["epochs"] == 30
+    assert settings["posterior_threshold"] == 1e-6
 
 
 def test_image_chunks_bound_the_lifted_rows(monkeypatch):

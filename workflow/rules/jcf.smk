@@ -103,6 +103,7 @@ rule train_jcf:
         batch_groups=config["seeds"]["jcf"]["batch_groups"],
         holdout_fraction=config["seeds"]["jcf"]["holdout_fraction"],
         sqrt_eps=config["seeds"]["jcf"]["sqrt_eps"],
+        posterior_threshold=config["seeds"]["jcf"]["posterior_threshold"],
         seed=config["seed"],
         ns_score=config["dataset"]["kind"] == "ukbench",
     script:

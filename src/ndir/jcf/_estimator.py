@@ -112,6 +112,11 @@ class JCF(BaseEstimator):
         margin, which mini-batches leave far sooner).
     holdout_fraction : float in [0, 1), share of training groups held out for model
         selection.
+    posterior_threshold : float in [0, 1), posteriors h(x) below it count as 0 (in
+        fitting and encoding), as VLFeat's Fisher encoder skips those below 1e-6: most
+        of a descriptor's K posteriors are tiny, and the projections then run over the
+        non-zero ones only (:data:`ndir.jcf._factorised.SPARSE_POSTERIORS_MAX`). 0
+        keeps them all (the model as defined by the seed).
     random_state : int, RandomState or None (hold-out groups, initialisation, batches).
 
     Attributes
@@ -139,6 +144,7 @@ class JCF(BaseEstimator):
         "n_epochs": [Interval(Integral, 0, None, closed="left")],
         "batch_groups": [Interval(Integral, 2, None, closed="left"), None],
         "holdout_fraction": [Interval(Real, 0, 1, closed="left")],
+        "posterior_threshold": [Interval(Real, 0, 1, closed="left")],
         "random_state": ["random_state"],
     }
 
@@ -150,9 +156,10 @@ class JCF(BaseEstimator):
         sqrt_eps=1e-4,
         margin=0.3,
         learning_rate=0.05,
-        n_epochs=40,
+        n_epochs=30,
         batch_groups=8,
         holdout_fraction=0.2,
+        posterior_threshold=1e-6,
         random_state=None,
     ):
         self.n_components = n_components
@@ -164,6 +171,7 @@ class JCF(BaseEstimator):
         self.n_epochs = n_epochs
         self.batch_groups = batch_groups
         self.holdout_fraction = holdout_fraction
+        self.posterior_threshold = posterior_threshold
         self.random_state = random_state
 
     # ------------------------------------------------------------------ parameters
@@ -251,6 +259,7 @@ class JCF(BaseEstimator):
         """
         self._validate_params()
         X, H, offsets = _check_images(features, posteriors)
+        H = self._thresholded(H)
         groups = column_or_1d(groups)
         n_images = len(offsets) - 1
         if groups.size != n_images:
@@ -334,6 +343,7 @@ class JCF(BaseEstimator):
         check_is_fitted(self)
         X, H, offsets = self._check_transform(features, posteriors)
         model = _Model(self._params_from_attributes(), X.dtype)
+        H = self._thresholded(H)
         return model.pool(X, H, offsets, np.arange(len(offsets) - 1))
 
     def transform(self, features, posteriors):
@@ -392,6 +402,12 @@ class JCF(BaseEstimator):
         model.n_holdout_images_, model.history_ = state["n_holdout_images"], state["history"]
         model.holdout_groups_ = np.asarray(state["holdout_groups"])
         return model
+
+    def _thresholded(self, H):
+        """The posteriors H (n, K) with those below ``posterior_threshold`` set to 0."""
+        if self.posterior_threshold == 0 or H.shape[1] == 1:
+            return H
+        return np.where(H >= self.posterior_threshold, H, 0).astype(H.dtype, copy=False)
 
     def _check_transform(self, features, posteriors):
         if posteriors is None and self.n_clusters_ != 1:

@@ -294,14 +294,16 @@ def train_jcf(
     seed,
     codebook=None,
     ns_score=False,
+    posterior_threshold=0.0,
 ):
     """Learn JCF-R (``n_shared`` None), JCF-R-k or, with ``n_clusters`` = 1, the
     factorised form without codebook, on the training split; score it and its random
     initialisation (the same estimator and seed, no epoch) on the test split.
 
     ``codebook``: the Fisher codebook fv-K whose posteriors are h(x) (K =
-    ``n_clusters`` > 1; unused for K = 1). The hold-out that picks the epoch keeps
-    the groups of one source photograph (the image table's ``together``) on one side.
+    ``n_clusters`` > 1; unused for K = 1); those under ``posterior_threshold`` count
+    as 0 (:class:`ndir.jcf.JCF`). The hold-out that picks the epoch keeps the groups
+    of one source photograph (the image table's ``together``) on one side.
 
     Writes the model (``.npz``, :meth:`ndir.jcf.JCF.save`), the learned and the
     random records (JSON; with the N-S score when ``ns_score``, on UKBench) and the
@@ -321,6 +323,7 @@ def train_jcf(
         learning_rate=learning_rate,
         batch_groups=batch_groups,
         holdout_fraction=holdout_fraction,
+        posterior_threshold=posterior_threshold,
         random_state=seed,
     )
     family = "factorised" if not use_codebook else ("JCF" if n_shared is None else "JCF shared")
