@@ -1023,3 +1023,30 @@ def test_a_zero_projector_stays_zero_among_unit_columns():
     assert np.all(model.step_sizes_ > 0.0) and np.all(np.isfinite(model.objective_))
     assert np.all(U[:, 2] == 0.0)
     np.testing.assert_allclose(np.linalg.norm(U[:, [0, 1, 3]], axis=0), 1.0, atol=1e-6)
+
+
+def test_fit_reads_the_callers_transposed_blocks(monkeypatch):
+    """fit(transposed=TransposedBlocks(X)): the descent's sparse products read the
+    caller's blocks of X^T (the same arrays, no copy of its own), and the projectors
+    and their history are those of a fit without them; blocks of other signatures are
+    refused, naming the parameter."""
+    from ndir.projection.product import TransposedBlocks
+
+    X, groups, _ = grouped(8, 3, 200, noise=1.0, seed=21)
+    settings = dict(n_components=6, sparsity=0.94, max_iter=8, n_queries_per_step=4, random_state=0)
+    plain = SparseRankProjector(**settings).fit(X, groups)
+    seen = []
+    original = _descent.Descent.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append(self.XT_blocks)
+
+    monkeypatch.setattr(_descent.Descent, "__init__", spy)
+    transposed = TransposedBlocks(X)
+    shared = SparseRankProjector(**settings).fit(X, groups, transposed=transposed)
+    assert seen[-1] is transposed.blocks()
+    np.testing.assert_array_equal(shared.components_.toarray(), plain.components_.toarray())
+    np.testing.assert_array_equal(shared.objective_, plain.objective_)
+    with pytest.raises(ValueError, match="transposed holds other signatures"):
+        SparseRankProjector(**settings).fit(X, groups, transposed=TransposedBlocks(X[::-1].copy()))

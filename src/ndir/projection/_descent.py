@@ -74,7 +74,11 @@ class Descent:
 
     X : (N, D) float32; gram : (N, N) float64 = X X^T; U : (D, R) float32 initial
     projectors; n_keep : M; renormalize : unit columns after each update;
-    line_search : "projected" or "dense" (see ``SparseRankProjector``).
+    line_search : "projected" or "dense" (see ``SparseRankProjector``); XT_blocks :
+    None, or blocks of X^T, (D, rows) float32 C-contiguous in order of rows, that the
+    caller already holds (:meth:`~.product.TransposedBlocks.blocks`): the sparse
+    products then read them instead of a copy of their own (the same bits: each
+    output sums over the features in the same order whatever the blocks).
     ``UT`` (R, D) float32 holds U transposed, zeros included (a column of U per
     contiguous row, for the per-column selection and the in-place update); ``Y``
     (N, R) float64 is X U; when sparse, ``kept`` and ``values`` (R, M) are the row
@@ -90,7 +94,7 @@ class Descent:
     projection and the sparse product.
     """
 
-    def __init__(self, X, gram, U, n_keep, renormalize, line_search, pool, n_jobs):
+    def __init__(self, X, gram, U, n_keep, renormalize, line_search, pool, n_jobs, XT_blocks=None):
         self.X, self.gram = X, gram
         self.UT = np.ascontiguousarray(U.T, dtype=np.float32)
         self.n_keep, self.renormalize = n_keep, renormalize
@@ -113,7 +117,9 @@ class Descent:
                 # images (contiguous copies) so that the rows of Y^T it accumulates
                 # into stay in cache; the projected search reads the rows of X^T of
                 # the entries that its trial steps move in or out of the support.
-                if self.sparse_product or self.projected:
+                if (self.sparse_product or self.projected) and XT_blocks is not None:
+                    self.XT_blocks = XT_blocks
+                elif self.sparse_product or self.projected:
                     self.XT_blocks = [
                         np.ascontiguousarray(X[start : start + _SPARSE_IMAGES].T)
                         for start in range(0, X.shape[0], _SPARSE_IMAGES)

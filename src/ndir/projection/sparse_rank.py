@@ -244,7 +244,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def fit(self, X, y, queries=None):
+    def fit(self, X, y, queries=None, transposed=None):
         """Learn the projectors from training signatures and their groups.
 
         Parameters
@@ -258,6 +258,10 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
             The training queries. None takes the first row of each group, as in
             Holidays. Every query's group needs another image, and some other group
             must exist.
+        transposed : None or :class:`~ndir.projection.product.TransposedBlocks` of X
+            Blocks of X^T the caller keeps anyway (to project X through the projectors
+            of a callback): the training's sparse products read them rather than a
+            copy of their own (61 MiB at N = 389, D = 40,960), with the same results.
 
         Returns
         -------
@@ -265,6 +269,10 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         """
         self._validate_params()
         X, groups = validate_data(self, X, y, dtype=np.float32, ensure_min_samples=2)
+        if transposed is not None and (transposed.shape != X.shape or not np.array_equal(transposed.X, X)):
+            raise ValueError(
+                f"transposed holds other signatures ({transposed.shape}) than X {X.shape}; pass TransposedBlocks(X)"
+            )
         n_images, n_features = X.shape
         if self.n_components > n_features:
             raise ValueError(f"n_components={self.n_components} exceeds the signature dimension D={n_features}")
@@ -289,6 +297,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
                 self.line_search,
                 pool,
                 n_jobs,
+                None if transposed is None else transposed.blocks(),
             )
             for step in range(self.max_iter + 1):
                 losses = descent.losses(problem)
