@@ -114,13 +114,11 @@ class Descent:
         with self.blas.limit(limits=1, user_api="blas"):
             if self.sparse:
                 # The sparse X U reads X^T one row per stored entry of U, in blocks of
-                # images (contiguous copies) so that the rows of Y^T it accumulates
-                # into stay in cache; the projected search reads the rows of X^T of
-                # the entries that its trial steps move in or out of the support.
-                if (self.sparse_product or self.projected) and XT_blocks is not None:
-                    self.XT_blocks = XT_blocks
-                elif self.sparse_product or self.projected:
-                    self.XT_blocks = [
+                # images (contiguous, the caller's or copies) so that the rows of Y^T it
+                # accumulates into stay in cache; the projected search reads the rows of
+                # X^T of the entries that its trial steps move in or out of the support.
+                if self.sparse_product or self.projected:
+                    self.XT_blocks = XT_blocks or [
                         np.ascontiguousarray(X[start : start + _SPARSE_IMAGES].T)
                         for start in range(0, X.shape[0], _SPARSE_IMAGES)
                     ]
