@@ -56,9 +56,11 @@ def test_index_writes_folder_and_summary(tiny_models, tmp_path, capsys):  # noqa
     assert "warning: skipped" in captured.err and "broken.jpg" in captured.err
     assert "indexing" in captured.err  # the progress bar
     assert sorted(p.name for p in out.iterdir()) == [
+        "codebook.npz",
         "images.csv",
         "index.faiss",
         "meta.json",
+        "projector.npz",
     ]
 
 

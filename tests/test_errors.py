@@ -12,15 +12,21 @@ from ndir.errors import ImageReadError, NdirInputError, os_reason, rebuild_advic
     [
         ("/home/me/run/results/codebooks/fv-64.npz", "results/codebooks/fv-64.npz"),
         ("/data/results/old/results/sparse/fv-64/R32-tau0.9.npz", "results/sparse/fv-64/R32-tau0.9.npz"),
-        ("samples/descriptors.npy", "samples/descriptors.npy"),
-        ("model.npz", "model.npz"),
     ],
 )
-def test_the_rebuild_advice_names_the_path_from_its_last_results_folder_or_as_given(path, target):
+def test_the_rebuild_advice_names_the_path_from_its_last_results_folder(path, target):
     assert rebuild_advice(path) == (
         f"delete it and run `snakemake {target} --cores all` in the workflow's folder, with the --configfile/--config "
         "options of your run, to write it anew; then your usual snakemake command brings what depends on it up to date"
     )
+
+
+@pytest.mark.parametrize("path", ["/tmp/models/cb.npz", "model.npz", "samples/descriptors.npy"])
+def test_a_file_outside_results_is_not_sent_to_snakemake(path):
+    # `snakemake /tmp/models/cb.npz` is a MissingRuleException: no rule writes there.
+    advice = rebuild_advice(path)
+    assert "copy it again from the results/ of the run that wrote it" in advice
+    assert f"snakemake {path}" not in advice
 
 
 @pytest.mark.parametrize(

@@ -248,3 +248,30 @@ def test_threads_work_ahead_on_at_most_4_images_each(n_jobs):
             assert path == k and np.array_equal(y, np.full(3, k, dtype=np.float32))
             ahead.append(len(taken) - k)
     assert len(ahead) == 40 and max(ahead) == 4 * n_jobs
+
+
+def test_a_saved_index_keeps_working_when_its_models_and_itself_move(tiny_models, tmp_path):
+    # The run's results/ rerun, moved or deleted: the index folder holds its own models.
+    run = tmp_path / "results"
+    run.mkdir()
+    codebook, projector = run / "cb.npz", run / "p.npz"
+    codebook.write_bytes(Path(tiny_models["codebook"]).read_bytes())
+    projector.write_bytes(Path(tiny_models["projector"]).read_bytes())
+    encoder = ndi.load_encoder(codebook, projector, step=STEP, cell_sizes=CELLS)
+    paths = ndi.image_files(tiny_models["images"])[:4]
+    index, _ = ndi.build_index(paths, encoder)
+    index.save(tmp_path / "idx")
+    expected = ndi.query_index(index, paths[:1], k=3)
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted(
+        [ndi.INDEX_FILE, ndi.IMAGES_FILE, ndi.META_FILE, *ndi.MODEL_FILES.values()]
+    )
+    save_projector(projector, tiny_models["U"] * 2, signature="fv-4", n_features=encoder.n_features)
+    codebook.unlink()
+    (tmp_path / "idx").rename(tmp_path / "moved")
+    moved = ndi.NearDuplicateIndex.load(tmp_path / "moved")
+    assert ndi.query_index(moved, paths[:1], k=3) == expected
+    assert ndi.describe(tmp_path / "moved")["projector"] == str(tmp_path / "moved" / "projector.npz")
+    # A damaged copy is named, with the index's own fix.
+    (tmp_path / "moved" / "projector.npz").write_bytes(b"damaged")
+    with pytest.raises(NdirInputError, match="moved/projector.npz: the projector changed.*`ndir index`"):
+        moved.encoder()

@@ -139,7 +139,8 @@ def test_a_file_the_reader_refuses_gives_one_error_naming_it_and_the_fix(tmp_pat
     """JCF.load as an example of every kind's load: one NdirInputError, the file named
     first, then why and what to do; unreadable files and missing arrays are
     ResultFileErrors (a rule's output to rebuild) with the command that rebuilds them."""
-    path = tmp_path / "model.npz"
+    (tmp_path / "results").mkdir()
+    path = tmp_path / "results" / "model.npz"
     if content is not None:
         _written(path, content)
     with pytest.raises(NdirInputError, match=message) as error:

@@ -37,10 +37,16 @@ def rebuild_advice(path):
     signatures, codebooks, projectors) are no input of the default target once its
     outputs exist: deleted, they would not be written again by a plain ``snakemake``.
     The target is the path from its last ``results`` folder on (the workflow's working
-    directory holds it), or the path as given when it has no such folder.
+    directory holds it). A file outside any ``results`` folder is a copy the workflow
+    cannot name, so the advice is to copy it again from the run that wrote it.
     """
     parts = PurePath(path).parts
-    start = max((i for i, part in enumerate(parts) if part == "results"), default=0)
+    if "results" not in parts:
+        return (
+            "it is not in a workflow's results/ folder, so copy it again from the results/ of the run that "
+            "wrote it (where `snakemake results/<its path> --cores all` writes it anew)"
+        )
+    start = max(i for i, part in enumerate(parts) if part == "results")
     target = PurePath(*parts[start:])
     return (
         f"delete it and run `snakemake {target.as_posix()} --cores all` in the workflow's folder, with the "

@@ -22,9 +22,13 @@ An index is a folder:
     ``group`` too when the index was built with near-duplicate groups
     (``ndir index --groups``: the number Holidays or UKBench names give, the
     sub-folder's name for ``folders``), empty for an image without a group.
+``codebook.npz``, ``projector.npz``
+    Copies of the codebook and projector the index was built with (26 KB to 1 MB
+    each on the default run), so that the index keeps working when the run's
+    ``results/`` is moved, rerun or deleted.
 ``meta.json``
-    The codebook and projector (absolute paths, SHA-256 of the files, signature
-    name, D, R, the projector's training record), the descriptor parameters,
+    The codebook and projector (the paths they were copied from, SHA-256 of the
+    files, signature name, D, R, the projector's training record), the descriptor parameters,
     ``alpha`` and the ndir version; queries use these, so they are encoded
     exactly as the indexed images were. ``groups`` names the data-set layout the
     groups were read from, if any.
@@ -33,6 +37,7 @@ An index is a folder:
 import hashlib
 import json
 import logging
+import shutil
 import zipfile
 from collections import deque
 from contextlib import closing
@@ -59,6 +64,8 @@ logger = logging.getLogger(__name__)
 INDEX_FILE = "index.faiss"
 IMAGES_FILE = "images.csv"
 META_FILE = "meta.json"
+#: The copies of the models in an index folder, by part of ``meta.json``.
+MODEL_FILES = {"codebook": "codebook.npz", "projector": "projector.npz"}
 
 DESCRIPTOR_DEFAULTS = {"max_width": MAX_WIDTH, "step": STEP, "cell_sizes": list(CELL_SIZES)}
 ALPHA_DEFAULT = 0.1
@@ -276,6 +283,8 @@ class NearDuplicateIndex:
     norms: np.ndarray
     meta: dict
     groups: list = None
+    #: The folder it was loaded from (None for an index not saved yet).
+    folder: Path = None
 
     def group_of(self, path):
         """The group of an indexed image (its path is resolved first); None if the
@@ -323,7 +332,8 @@ class NearDuplicateIndex:
         return results
 
     def save(self, folder):
-        """Write ``index.faiss``, ``images.csv`` and ``meta.json`` into ``folder``.
+        """Write ``index.faiss``, ``images.csv``, ``meta.json`` and copies of the codebook and
+        projector into ``folder``.
 
         An existing folder is reused only if it is empty or an ndir index. The new
         index is written into a folder beside it and swapped in when complete
@@ -343,6 +353,8 @@ class NearDuplicateIndex:
                 if self.groups is not None:
                     table["group"] = pd.array(self.groups, dtype=_group_dtype(self.groups))
                 table.to_csv(tmp / IMAGES_FILE, index=False)
+                for part, name in MODEL_FILES.items():
+                    shutil.copyfile(self.model_path(part), tmp / name)
                 with open(tmp / META_FILE, "w") as handle:
                     json.dump({**self.meta, "n_images": len(self)}, handle, indent=2, sort_keys=True)
                     handle.write("\n")
@@ -352,6 +364,7 @@ class NearDuplicateIndex:
                 f"{folder}: cannot write the index ({os_reason(error)}); {kept}; "
                 "free some space or pass another folder (-o)"
             ) from None
+        self.folder = folder
 
     @classmethod
     def load(cls, folder):
@@ -406,30 +419,37 @@ class NearDuplicateIndex:
             table["norm"].to_numpy(np.float32),
             meta,
             groups,
+            folder,
         )
 
-    def encoder(self):
-        """The :class:`ImageEncoder` the index was built with, checked unchanged.
+    def model_path(self, part):
+        """The file of ``part`` (``"codebook"`` or ``"projector"``), checked unchanged:
+        the index folder's copy, or, for an index not saved yet (or saved before the
+        copies), the file it was built from.
 
-        Raises NdirInputError if the codebook or projector file has moved or
-        changed since (their SHA-256 is in ``meta.json``).
+        Raises NdirInputError if that file is missing or changed since the index was
+        built (its SHA-256 is in ``meta.json``).
         """
-        for part in ("codebook", "projector"):
-            record = self.meta[part]
-            path = Path(record["path"])
-            if not path.is_file():
-                raise NdirInputError(
-                    f"{path}: the {part} this index was built with is missing; "
-                    "restore it or build the index again with `ndir index`"
-                )
-            if file_sha256(path) != record["sha256"]:
-                raise NdirInputError(
-                    f"{path}: the {part} changed since this index was built; build the index again with `ndir index`"
-                )
+        record = self.meta[part]
+        copy = None if self.folder is None else self.folder / MODEL_FILES[part]
+        path = copy if copy is not None and copy.is_file() else Path(record["path"])
+        if not path.is_file():
+            raise NdirInputError(
+                f"{path}: the {part} this index was built with is missing; "
+                "restore it or build the index again with `ndir index`"
+            )
+        if file_sha256(path) != record["sha256"]:
+            raise NdirInputError(
+                f"{path}: the {part} changed since this index was built; build the index again with `ndir index`"
+            )
+        return path
+
+    def encoder(self):
+        """The :class:`ImageEncoder` the index was built with (:meth:`model_path`)."""
         params = self.meta["descriptors"]
         return load_encoder(
-            self.meta["codebook"]["path"],
-            self.meta["projector"]["path"],
+            self.model_path("codebook"),
+            self.model_path("projector"),
             max_width=params["max_width"],
             step=params["step"],
             cell_sizes=params["cell_sizes"],
@@ -614,8 +634,8 @@ def describe(path):
             "D": meta["codebook"]["dim"],
             "tau": projector["meta"].get("sparsity"),
             "groups": meta.get("groups", "none"),
-            "codebook": meta["codebook"]["path"],
-            "projector": projector["path"],
+            "codebook": str(index.model_path("codebook")),
+            "projector": str(index.model_path("projector")),
             "descriptors": meta["descriptors"],
             "alpha": meta["alpha"],
             "ndir_version": meta["ndir_version"],
