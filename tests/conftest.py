@@ -17,6 +17,18 @@ from ndir.projection import SparseRankProjector, save_projector
 REPO = Path(__file__).resolve().parents[1]
 
 
+def size_limits_for(max_dim):
+    """:func:`ndir.sizes.size_limits` of a small config whose largest PCA output is
+    ``max_dim``: 2-bit PQ, 4 codewords, 50 descriptors per image (index_dataset's ``limits``)."""
+    return {
+        "dims": {"baseline.dims": [max_dim], "sparse.dims": [max_dim], "sparse.convergence_dim": [max_dim]},
+        "pq_nbits": 2,
+        "pq_bytes": [1],
+        "codebook_sizes": [4],
+        "descriptors_per_image": 50,
+    }
+
+
 def import_or_skip(name, reason):
     """``pytest.importorskip`` on a developer's machine; in CI (``NDIR_CI=1``, set by
     ``.ci/run``, which installs every extra) a missing module fails the test instead
@@ -35,6 +47,15 @@ def run_snakemake(workdir, *args, check=True):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, check=check)
+
+
+@pytest.fixture
+def results_path(tmp_path):
+    """A ``results`` folder in ``tmp_path``, where the workflow writes the files whose
+    damage its messages name with the snakemake command that rebuilds them."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -74,17 +74,17 @@ def test_check_record_refuses_missing_keys_and_percentages():
         check_record(record)
 
 
-def test_read_record_names_the_file_of_a_stale_or_wrong_record(tmp_path):
+def test_read_record_names_the_file_of_a_stale_or_wrong_record(results_path):
     """A rule's JSON record is read back checked: a missing key (also one of the
     caller's ``extra_keys``) or a percentage where a fraction belongs is refused as a
     ResultFileError that names the file and says to rerun."""
     record = dense_projection_record("PCA R=2", "fv-8", 10, 2, 4, {"test_map": 0.55, "recall_at_1": 0.5}, train_s=0.1)
-    good = tmp_path / "good.json"
+    good = results_path / "good.json"
     good.write_text(json.dumps(record))
     assert read_record(good) == record
     with pytest.raises(ResultFileError, match=r"good.json: record without \['K'\].*run `snakemake \S*good.json"):
         read_record(good, extra_keys=("K",))
-    percent = tmp_path / "percent.json"
+    percent = results_path / "percent.json"
     percent.write_text(json.dumps({**record, "test_map": 55.0}))
     with pytest.raises(
         ResultFileError, match=r"percent.json: .*test_map must be in \[0, 1\]; delete it and run `snakemake "

@@ -8,7 +8,7 @@ import pytest
 from ndir.evaluation import ns_score
 from ndir.report import with_ns_columns
 
-from .conftest import SMALL_TRAINING
+from .conftest import SMALL_TRAINING, size_limits_for
 from .test_stages_jcf import small_set  # noqa: F401 (the fixture of the JCF stage tests)
 
 
@@ -193,7 +193,7 @@ def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
         keep_together=None,
         seed=0,
         descriptors={"max_width": 512, "step": 4, "cell_sizes": [4, 8]},
-        max_dim=4,
+        limits=size_limits_for(4),
     )
     assert n_test_queries(out["report.json"]) == 16  # 4 groups of 4 images, each a query
 

@@ -19,7 +19,7 @@ from ndir.stages.baseline import table1
 from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.data import index_dataset, input_summary
 
-from .conftest import SMALL_TRAINING
+from .conftest import SMALL_TRAINING, size_limits_for
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 
@@ -47,7 +47,7 @@ def _index(folder, tmp_path, max_dim=4, keep_together=None, kind="holidays"):
         keep_together=keep_together,
         seed=0,
         descriptors=DESCRIPTORS,
-        max_dim=max_dim,
+        limits=size_limits_for(max_dim),
     )
     return (
         pd.read_csv(outputs["images.csv"]),
@@ -123,16 +123,17 @@ def test_too_few_training_images_names_the_key(tmp_path):
         _index(folder, tmp_path, max_dim=32)
     # 2 training groups of 3 images: N = 6; R = N - 1 = 5 is refused (the centred matrix
     # has rank N - 1 at most), R = N - 2 = 4 passes.
-    with pytest.raises(ConfigError, match=r"R = 5 needs at least R \+ 2 = 7") as refused:
+    with pytest.raises(ConfigError, match=r"sparse.dims: \[5\] too large for PCA on 6 training images") as refused:
         _index(folder, tmp_path, max_dim=5)
-    # The advice fits the data set: a folder of the user's, not the embedded set's key.
-    assert str(refused.value).endswith("use a larger data set (dataset.path) or smaller dims")
+    # The message names the folder, the counts and the largest R that fits.
+    assert str(refused.value).startswith(f"dataset.path: {folder}: 6 training images in 2 groups, 2 test groups")
+    assert "use at most 4, or a larger data set" in str(refused.value)
     images, _, _ = _index(folder, tmp_path, max_dim=4)
     assert (images["split"] == "train").sum() == 6
     embedded = build_embedded_dataset(tmp_path / "embedded", n_groups=4, seed=0, view_size=96)
     with pytest.raises(ConfigError) as refused:
         _index(tmp_path / "embedded", tmp_path, max_dim=len(embedded), kind="embedded")
-    assert str(refused.value).endswith("use more groups (embedded.n_groups) or smaller dims")
+    assert str(refused.value).startswith("embedded.n_groups (the embedded set): ")
 
 
 def test_missing_folder_names_it(tmp_path):
@@ -493,27 +494,27 @@ def test_signatures_of_more_than_256_images_split_by_the_table(tmp_path):
         np.testing.assert_array_equal(splits[name][2], rows % 2 == 0)
 
 
-def test_damaged_results_are_named_with_the_fix(tmp_path):
+def test_damaged_results_are_named_with_the_fix(results_path):
     """A signature file or a shard cut short: ResultFileError naming the file and what
     to do, instead of NumPy's or zipfile's bare error."""
     from ndir.errors import ResultFileError
     from ndir.stages.common import split_signatures
     from ndir.stages.signatures import gather_signatures
 
-    images = tmp_path / "images.csv"
+    images = results_path / "images.csv"
     _two_image_table().to_csv(images, index=False)
-    signatures = tmp_path / "fv-8.npy"
+    signatures = results_path / "fv-8.npy"
     np.save(signatures, np.zeros((2, 8), dtype=np.float32))
     signatures.write_bytes(signatures.read_bytes()[:-20])
     fix = r"cut short or damaged: delete it and run `snakemake \S+ --cores all` in the workflow's folder"
     with pytest.raises(ResultFileError, match=rf"fv-8.npy: unreadable \(ValueError: .*\), {fix}"):
         split_signatures(images, signatures)
-    shard = tmp_path / "0.npz"
+    shard = results_path / "0.npz"
     np.savez(shard, image_id=np.array(["a", "b"]), **{"fv-8": np.zeros((2, 8), dtype=np.float32)})
     shard.write_bytes(shard.read_bytes()[:200])
     with pytest.raises(ResultFileError, match=rf"0.npz: unreadable \(BadZipFile: .*\), {fix}"):
-        gather_signatures(images, [shard], tmp_path / "out.npy", "fv-8")
-    assert not (tmp_path / "out.npy").exists()
+        gather_signatures(images, [shard], results_path / "out.npy", "fv-8")
+    assert not (results_path / "out.npy").exists()
 
 
 def _damaged(path, write):
@@ -559,19 +560,19 @@ def _call_sites():
 
 
 @pytest.mark.parametrize("site", range(9), ids=[site[0] for site in _call_sites()])
-def test_every_damaged_result_array_is_named_with_the_fix(tmp_path, site):
+def test_every_damaged_result_array_is_named_with_the_fix(results_path, site):
     """Each stage reading an array file written by an earlier rule (samples, shards,
     word counts, JCF features) names that file with the fix when it is cut short,
     and leaves no output behind."""
     from ndir.errors import ResultFileError
 
     name, filename, write, call = _call_sites()[site]
-    _two_image_table().to_csv(tmp_path / "images.csv", index=False)
-    damaged = _damaged(tmp_path / filename, write)
+    _two_image_table().to_csv(results_path / "images.csv", index=False)
+    damaged = _damaged(results_path / filename, write)
     fix = r"cut short or damaged: delete it and run `snakemake \S+ --cores all`"
     with pytest.raises(ResultFileError, match=rf"{filename}: unreadable \(\w+: .*\), {fix}"):
-        call(tmp_path, damaged)
-    assert not (tmp_path / "o").exists()
+        call(results_path, damaged)
+    assert not (results_path / "o").exists()
 
 
 def test_a_result_file_without_an_array_is_named_with_the_fix(tmp_path):
@@ -586,13 +587,13 @@ def test_a_result_file_without_an_array_is_named_with_the_fix(tmp_path):
         gather_jcf_features(tmp_path / "images.csv", [shard], tmp_path / "o")
 
 
-def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
+def test_a_garbled_image_table_is_named_with_the_fix(results_path):
     """images.csv without its header line or without a column: ResultFileError naming
     the file and what to do, instead of a bare KeyError from the first rule reading it."""
     from ndir.errors import ResultFileError
     from ndir.stages.codebooks import sample_descriptors
 
-    images = tmp_path / "images.csv"
+    images = results_path / "images.csv"
     table = _two_image_table()
     fix = "cut short or damaged: delete it and run"  # the advice of read_result, whatever its command
     table.to_csv(images, index=False)
@@ -600,11 +601,11 @@ def test_a_garbled_image_table_is_named_with_the_fix(tmp_path):
     with pytest.raises(
         ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'image_id', .*'split'\), {fix}"
     ):
-        sample_descriptors(images, tmp_path / "sample.npy", per_image=1, seed=0, descriptors={})
+        sample_descriptors(images, results_path / "sample.npy", per_image=1, seed=0, descriptors={})
     table.drop(columns="split").to_csv(images, index=False)
     with pytest.raises(ResultFileError, match=rf"images.csv: unreadable \(ValueError: no column 'split'\), {fix}"):
-        sample_descriptors(images, tmp_path / "sample.npy", per_image=1, seed=0, descriptors={})
-    assert not (tmp_path / "sample.npy").exists()
+        sample_descriptors(images, results_path / "sample.npy", per_image=1, seed=0, descriptors={})
+    assert not (results_path / "sample.npy").exists()
 
 
 def test_map_is_flat_compares_the_last_evaluations():

@@ -70,21 +70,21 @@ def test_round_trip_through_an_open_file_keeps_explicit_zeros():
     np.testing.assert_array_equal(loaded.toarray(), U.toarray())
 
 
-def test_a_file_that_is_no_projector_is_named_in_the_error(tmp_path):
+def test_a_file_that_is_no_projector_is_named_in_the_error(results_path):
     """Text under a .npz name, an .npz of other arrays, a projector cut short, a single
     .npy array, a codebook and a missing file: each gives an NdirInputError (a
     ValueError) naming the file, why, and what to do (tests/test_model_files.py has
     every message)."""
-    text = tmp_path / "notes.npz"
+    text = results_path / "notes.npz"
     text.write_text("not an archive")
-    other = tmp_path / "other.npz"
+    other = results_path / "other.npz"
     np.savez(other, x=np.arange(3))
-    truncated = tmp_path / "truncated.npz"
+    truncated = results_path / "truncated.npz"
     save_projector(truncated, np.eye(6, 2, dtype=np.float32), signature="fv-4")
     truncated.write_bytes(truncated.read_bytes()[:100])
-    array = tmp_path / "array.npy"
+    array = results_path / "array.npy"
     np.save(array, np.arange(3))
-    codebook = tmp_path / "fv-4.npz"
+    codebook = results_path / "fv-4.npz"
     write_model_file(codebook, "fv", weights=np.ones(4))
     rebuild = "cut short or damaged: delete it and run `snakemake"
     for path, why in [
@@ -93,7 +93,7 @@ def test_a_file_that_is_no_projector_is_named_in_the_error(tmp_path):
         (truncated, rebuild),
         (array, "not a model file of ndir (a single array"),
         (codebook, "not a sparse rank projector (it is a Fisher Vector codebook"),
-        (tmp_path / "missing.npz", "no such file; fit the sparse rank projector first"),
+        (results_path / "missing.npz", "no such file; fit the sparse rank projector first"),
     ]:
         with pytest.raises(NdirInputError) as error:
             load_projector(path)

@@ -20,19 +20,6 @@ from threadpoolctl import threadpool_info
 
 from ndir import __version__, available_cpus
 
-#: Distributions whose versions decide the numbers in the tables.
-PACKAGES = (
-    "numpy",
-    "scipy",
-    "scikit-learn",
-    "opencv-python-headless",
-    "faiss-cpu",
-    "pandas",
-    "matplotlib",
-    "snakemake",
-)
-
-
 #: CPU flags (``flags`` on x86, ``Features`` on ARM in /proc/cpuinfo) that name vector
 #: extensions, matched at the flag's start: SSE, AVX, AVX-512, FMA, F16C, AMX; NEON/ASIMD,
 #: SVE, SME (not x86's ``smep``, a protection bit).
@@ -42,8 +29,13 @@ VECTOR_FLAG = re.compile(r"sse|ssse3|avx|fma|f16c|amx|neon|asimd|sve|sme(?!p$)")
 KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FAISS_OPT_LEVEL")
 
 
-def package_versions(names=PACKAGES):
-    """{distribution: version}; ``None`` for one that is not installed."""
+def package_versions(names=None):
+    """{distribution: version} of ``names``, ``None`` for one that is not installed;
+    ``names`` None: every distribution installed, sorted by name (what ``pip freeze``
+    lists, so that a run can be compared with constraints.txt package by package)."""
+    if names is None:
+        installed = {dist.metadata["Name"]: dist.version for dist in metadata.distributions()}
+        return dict(sorted(installed.items(), key=lambda item: item[0].lower()))
     versions = {}
     for name in names:
         try:

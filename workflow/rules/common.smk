@@ -11,6 +11,7 @@ from ndir.config import (
     raise_schema_errors,
     signature_dim,
 )
+from ndir.sizes import precheck_dataset, size_limits
 
 with open(Path(workflow.current_basedir) / "../schemas/config.schema.yaml") as schema:
     CONFIG_SCHEMA = yaml.safe_load(schema)
@@ -24,6 +25,9 @@ except WorkflowError:
     raise_schema_errors(config, CONFIG_SCHEMA)
     raise
 check_config(config)
+# A data set on disk is split now, so that a setting it is too small for stops the run
+# before the first job (ndir.sizes); index_dataset checks the images it keeps again.
+precheck_dataset(config)
 
 
 wildcard_constraints:

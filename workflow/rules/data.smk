@@ -71,11 +71,7 @@ rule index_dataset:
         seed=config["seed"],
         descriptors=descriptor_params(),
         download_record=download_record(),
-        max_dim=max(
-            config["baseline"]["dims"]
-            + config["sparse"]["dims"]
-            + [config["sparse"]["convergence_dim"]]
-        ),
+        limits=size_limits(config),
     script:
         "../scripts/index_dataset.py"
 

@@ -9,8 +9,9 @@ import pandas as pd
 from ndir import data
 from ndir.atomic import atomic_folder, write_csv, write_json
 from ndir.descriptors import min_image_size
-from ndir.errors import ConfigError, DatasetError
+from ndir.errors import DatasetError
 from ndir.model_files import read_result
+from ndir.sizes import SplitCounts, check_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, sibling_o
 
 
 def index_dataset(
-    images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, max_dim, download_record=None
+    images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, limits, download_record=None
 ):
     """Scan, check and split a data set; write the image table and a data report.
 
@@ -71,17 +72,8 @@ def index_dataset(
     split = data.split_groups(kept, train_fraction=train_fraction, seed=seed, together=together)
     # The learners' hold-outs (ndir.data.holdout_mask) keep these labels together too.
     split["together"] = together
-    n_train = int((split["split"] == "train").sum())
-    # The centred training matrix has rank N - 1 at most (less with duplicate images),
-    # so PCA to R needs R < N - 1 to keep a margin.
-    if max_dim >= n_train - 1:
-        raise ConfigError(
-            "baseline.dims / sparse.dims / sparse.convergence_dim: "
-            f"the training split holds {n_train} images, but PCA to R = {max_dim} "
-            f"needs at least R + 2 = {max_dim + 2} (the centred training matrix has rank N - 1 at most); "
-            + ("use more groups (embedded.n_groups)" if kind == "embedded" else "use a larger data set (dataset.path)")
-            + " or smaller dims"
-        )
+    where = "embedded.n_groups (the embedded set)" if kind == "embedded" else f"dataset.path: {root}"
+    check_sizes(limits, SplitCounts.of(split, limits["descriptors_per_image"]), where)
     summary = {
         "kind": kind,
         "root": str(root),
