@@ -160,3 +160,13 @@ def test_check_targets_reads_each_target_at_its_R():
         broken.loc[broken["R"] == R, column] = bad
         assert check_targets(broken)["met"].sum() == len(TARGETS) - 1, (column, R, bad)
     assert not check_targets(table[table["R"] == 32])["met"].all()  # R = 256 missing: NaN, not met
+
+
+def test_the_oracle_keeps_the_workflows_pca_margin_on_the_test_split(synthetic_splits):
+    """R <= N_test - 2 gets a test-fitted PCA, R = N_test - 1 (the centred rank) a NaN:
+    the boundary of the docstring, as the workflow's R <= N - 2 for training."""
+    X_test, groups, is_query = synthetic_splits["test"]
+    splits = {"train": synthetic_splits["train"], "test": (X_test[:12], groups[:12], is_query[:12])}
+    table = reduction_maps(splits, dims=(10, 11), sparsities=(0.9,), seeds=(0,)).set_index("R")
+    assert np.isfinite(table.loc[10, "pca_oracle"]) and np.isnan(table.loc[11, "pca_oracle"])
+    assert list(reduction_maps(splits, dims=(34, 35), sparsities=(0.9,), seeds=(0,))["R"]) == [34]

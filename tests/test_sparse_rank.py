@@ -1050,3 +1050,16 @@ def test_fit_reads_the_callers_transposed_blocks(monkeypatch):
     np.testing.assert_array_equal(shared.objective_, plain.objective_)
     with pytest.raises(ValueError, match="transposed holds other signatures"):
         SparseRankProjector(**settings).fit(X, groups, transposed=TransposedBlocks(X[::-1].copy()))
+
+
+def test_the_random_start_is_a_gaussian_draw_with_unit_columns():
+    """init='random': each projector (column) is a standard normal draw of the
+    estimator's random_state scaled to unit norm; with tau = 0 and no step, that start
+    is what fit returns (rows scaled instead would turn the columns)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((12, 10)).astype(np.float32)
+    groups = np.repeat(np.arange(4), 3)
+    model = SparseRankProjector(n_components=3, sparsity=0.0, max_iter=0, init="random", random_state=5)
+    U = model.fit(X, groups).components_.toarray()
+    draw = np.random.RandomState(5).standard_normal((10, 3)).astype(np.float32)
+    np.testing.assert_allclose(U, draw / np.linalg.norm(draw, axis=0), rtol=1e-5, atol=1e-6)

@@ -996,3 +996,15 @@ def test_the_similarity_matrix_record_counts_the_databases_words_and_one_norm_pe
     query_rows = np.flatnonzero((np.arange(24) % 3 == 0)[test])
     scores = expected.score_pairs(test_counts[query_rows], test_counts)
     assert record["test_map"] == pytest.approx(map_from_scores(scores, query_rows, groups[test]), abs=1e-6)
+
+
+def test_the_final_map_is_the_last_iterate_not_the_best(tmp_path):
+    """Table II reports the projector the training ended with: taking the best test mAP
+    of the history would select the model on the test split."""
+    from ndir.stages.sparse import final_maps
+
+    history = tmp_path / "history.csv"
+    run = {"signature": "fv-8", "encoding": "fv", "K": 8, "R": 4, "tau": 0.9}
+    pd.DataFrame({**run, "iteration": [0, 10, 20], "test_map_l2": [0.5, 0.9, 0.7]}).to_csv(history, index=False)
+    row = final_maps([history]).iloc[0]
+    assert (row["initial"], row["final"]) == (0.5, 0.7)

@@ -60,10 +60,12 @@ def reduction_maps(splits, dims=DIMS, sparsities=SPARSITIES, seeds=RANDOM_SEEDS)
     Returns
     -------
     pandas.DataFrame
-        One row per R with columns ``R``, ``full``, ``pca`` (Table I's PCA),
+        One row per R of ``dims`` up to N_train - 2 (the margin below the centred
+        matrix's rank N - 1 that the workflow keeps for every PCA, :mod:`ndir.sizes`)
+        with columns ``R``, ``full``, ``pca`` (Table I's PCA),
         ``pca_whitened``, ``pca_oracle`` (PCA fitted on the test split itself: an
         upper reference for a linear reduction of that size, never a result; NaN
-        beyond the test split's rank), ``pca_thresholded_{tau}`` (PCA's axes with the
+        where R > N_test - 2, the same margin), ``pca_thresholded_{tau}`` (PCA's axes with the
         ``(1 - tau) D`` largest entries of each kept and rescaled to unit norm, the
         sparse projector's start: :class:`ndir.projection.SparseRankProjector` with
         ``max_iter=0``, no centring), ``gaussian`` (scikit-learn's
