@@ -330,3 +330,15 @@ def test_stage_refuses_a_projector_of_another_signature(tmp_path):
         report.retrievals_figure(
             images, signatures, other, [tmp_path / "x.png", tmp_path / "x.pdf"], "fv-4", n_queries=2, k=3, seed=0
         )
+
+
+def test_a_convergence_curve_that_stops_early_says_when_and_why():
+    import pandas as pd
+
+    from ndir.figures import _label
+    from ndir.projection.sparse_rank import STOP_MAX_ITER, STOP_STALLED
+
+    stalled = pd.DataFrame({"iteration": np.arange(96), "stopped_by": STOP_STALLED})
+    assert _label(("fv-64", 32, 0.0, stalled), "R") == f"R = 32: stopped at step 95, {STOP_STALLED}"
+    full = pd.DataFrame({"iteration": np.arange(201), "stopped_by": STOP_MAX_ITER})
+    assert _label(("fv-64", 64, 0.99, full), "tau") == "τ = 99 %"

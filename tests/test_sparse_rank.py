@@ -1063,3 +1063,20 @@ def test_the_random_start_is_a_gaussian_draw_with_unit_columns():
     U = model.fit(X, groups).components_.toarray()
     draw = np.random.RandomState(5).standard_normal((10, 3)).astype(np.float32)
     np.testing.assert_allclose(U, draw / np.linalg.norm(draw, axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_the_training_says_which_rule_stopped_it():
+    from ndir.projection.sparse_rank import STOP_CALLBACK, STOP_MAX_ITER, STOP_TOL
+
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((12, 10)).astype(np.float32)
+    groups = np.repeat(np.arange(4), 3)
+
+    def fit(**params):
+        return SparseRankProjector(n_components=3, sparsity=0.5, random_state=0, **params).fit(X, groups)
+
+    assert fit(max_iter=3, n_iter_no_change=None).stop_reason_ == STOP_MAX_ITER
+    model = fit(max_iter=3, tol=1e9)
+    assert (model.stop_reason_, model.n_iter_) == (STOP_TOL, 0)
+    model = fit(max_iter=20, callback=lambda step, model: step >= 2, callback_every=1)
+    assert (model.stop_reason_, model.n_iter_) == (STOP_CALLBACK, 2)

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from ndir.atomic import atomic_output
 from ndir.data import build_embedded_dataset
 from ndir.errors import ConfigError, DatasetError
+from ndir.projection.sparse_rank import STOP_CALLBACK, STOP_MAX_ITER
 from ndir.stages.baseline import table1
 from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.data import index_dataset, input_summary
@@ -669,7 +670,9 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
     stop = 5 * next(i for i in range(len(maps)) if map_is_flat(maps[: i + 1], 2))
     # Here training mAP reaches 100 % at step 25 and stays: the stop is at step 35.
     assert full["iteration"].iloc[-1] == 60 and stop == 35
-    pd.testing.assert_frame_equal(stopped, full.iloc[: stop + 1])
+    # The same curve up to the stop, each history saying what ended it.
+    pd.testing.assert_frame_equal(stopped.drop(columns="stopped_by"), full.iloc[: stop + 1].drop(columns="stopped_by"))
+    assert (set(stopped["stopped_by"]), set(full["stopped_by"])) == ({STOP_CALLBACK}, {STOP_MAX_ITER})
     _, reference = train("reference", None, max_iter=stop)
     np.testing.assert_array_equal(projector.toarray(), reference.toarray())
     # 6 test queries, under INTERVAL_MAX_QUERIES: the test mAPs carry their bootstrap
@@ -1008,3 +1011,27 @@ def test_the_final_map_is_the_last_iterate_not_the_best(tmp_path):
     pd.DataFrame({**run, "iteration": [0, 10, 20], "test_map_l2": [0.5, 0.9, 0.7]}).to_csv(history, index=False)
     row = final_maps([history]).iloc[0]
     assert (row["initial"], row["final"]) == (0.5, 0.7)
+
+
+def test_a_finished_run_says_where_its_results_are_with_a_headline(tmp_path):
+    from ndir.stages.report import finished_run
+
+    table1, table2 = tmp_path / "table1.csv", tmp_path / "table2.csv"
+    # On Holidays the paper's values and the differences sit beside ours: left out.
+    pd.DataFrame(
+        {"Sign.": ["VLAD-64", "FV-64"], "Dim.": ["5k", "10k"], "Full": [96.26, 95.66], "Full (paper)": [99.0, 99.0],
+         "Full (Δ)": [-2.74, -3.34], "32": [89.38, 91.01], "32 (paper)": [10.0, 10.0], "32 (Δ)": [79.38, 81.01]}
+    ).to_csv(table1, index=False)  # fmt: skip
+    pd.DataFrame({"Sign.": ["VLAD-64", "FV-64"], "90% R32": [92.3, 94.76], "99% R32": [93.72, 91.65]}).to_csv(
+        table2, index=False
+    )
+    headline, where = finished_run(table1, table2, "results/tables", "results/figures")
+    assert headline == (
+        "ndir: test mAP over the signatures: full signatures 95.7–96.3 %, PCA to R 89.4–91.0 %, "
+        f"learned sparse 91.7–94.8 % ({table1}, {table2})"
+    )
+    assert where.startswith("ndir: every table in results/tables/ (csv, md, tex), the figures in results/figures/")
+    assert "snakemake --report results/report.html" in where
+    # A run of other targets: where things are, no headline.
+    assert finished_run(tmp_path / "none.csv", tmp_path / "none2.csv", "t", "f") == [where.replace(
+        "results/tables/", "t/").replace("results/figures/", "f/")]  # fmt: skip

@@ -17,6 +17,8 @@ import numpy as np
 from matplotlib import font_manager, ft2font, rcParams
 from matplotlib.figure import Figure
 
+from ndir.projection.sparse_rank import STOP_MAX_ITER
+
 logger = logging.getLogger(__name__)
 
 #: Scoring of Figures 2b and 3b: the similarity the projectors are trained for.
@@ -24,8 +26,14 @@ SCORING = "dot"
 
 
 def _label(run, vary):
-    _, R, tau, _ = run
-    return f"R = {R}" if vary == "R" else f"τ = {100 * tau:g} %"
+    """The legend entry of a training; one that stopped before ``max_iter`` says at which
+    step and why (its history's ``stopped_by``, :data:`ndir.projection.sparse_rank.STOP_REASONS`)."""
+    _, R, tau, history = run
+    label = f"R = {R}" if vary == "R" else f"τ = {100 * tau:g} %"
+    reason = history["stopped_by"].iloc[0] if "stopped_by" in history else None
+    if reason is not None and reason != STOP_MAX_ITER:
+        label += f": stopped at step {int(history['iteration'].iloc[-1])}, {reason}"
+    return label
 
 
 def _figure(**kwargs):

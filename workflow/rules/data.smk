@@ -1,6 +1,3 @@
-import sys
-
-
 rule build_embedded_dataset:
     output:
         folder=directory("results/data/embedded"),
@@ -75,13 +72,3 @@ rule index_dataset:
     script:
         "../scripts/index_dataset.py"
 
-
-onsuccess:
-    # One line on the console when input files were left out (skipped.csv names them).
-    from ndir.stages.data import input_summary
-
-    left_out = input_summary(
-        rules.index_dataset.output.report, rules.index_dataset.output.skipped
-    )
-    if left_out:
-        print(left_out, file=sys.stderr)

@@ -1,3 +1,6 @@
+import sys
+
+
 rule retrievals_figure:
     input:
         images="results/data/images.csv",
@@ -59,3 +62,22 @@ rule write_run_info:
         repo=workflow.basedir,
     script:
         "../scripts/write_run_info.py"
+
+
+onsuccess:
+    # Where the results are, with one headline line; and a line when input files were
+    # left out (skipped.csv names them).
+    from ndir.stages.data import input_summary
+    from ndir.stages.report import finished_run
+
+    lines = finished_run(
+        rules.table1.output.table[0],
+        rules.table2.output.table[0],
+        "results/tables",
+        "results/figures",
+    )
+    left_out = input_summary(
+        rules.index_dataset.output.report, rules.index_dataset.output.skipped
+    )
+    for line in lines + ([left_out] if left_out else []):
+        print(line, file=sys.stderr)

@@ -92,6 +92,14 @@ LINE_SEARCHES = ("projected", "dense")
 # the sparse product is the faster of the two batch-independent ones up to 12 %.
 
 
+#: Why a training stopped (``SparseRankProjector.stop_reason_``), worded for a figure's legend.
+STOP_TOL = "objective below tol"
+STOP_STALLED = "n_iter_no_change steps without a helpful step"
+STOP_MAX_ITER = "max_iter steps"
+STOP_CALLBACK = "the callback (flat training mAP)"
+STOP_REASONS = (STOP_TOL, STOP_STALLED, STOP_MAX_ITER, STOP_CALLBACK)
+
+
 class SparseRankProjector(TransformerMixin, BaseEstimator):
     """Projection learned to rank near duplicates first, with M non-zeros per column.
 
@@ -179,6 +187,8 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         Objective over all training queries at ``U_t - mu_t G_t``, the point each
         step reached before its l0 projection (and renormalisation): comparing it
         with ``objective_[1:]`` shows what the projection undid.
+    stop_reason_ : str
+        Why the training stopped, one of :data:`STOP_REASONS`.
     step_sizes_ : (n_iter_,) float64
         Learning rate mu_t of each step, for the gradient G of Eq. 14 (0 when no step
         along the gradient lowered the selected queries' objective).
@@ -302,13 +312,13 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
             for step in range(self.max_iter + 1):
                 losses = descent.losses(problem)
                 objective.append(float(losses.sum()))
-                # A zero objective has a zero gradient: nothing more would change.
-                done = objective[-1] < self.tol or objective[-1] == 0.0
-                done = done or step == self.max_iter or self._stalled(step_sizes)
-                if self.callback is not None and (done or step % self.callback_every == 0):
+                stop = self._stop_reason(objective[-1], step, step_sizes)
+                if self.callback is not None and (stop or step % self.callback_every == 0):
                     self._set_state(descent, objective, unprojected, step_sizes)
-                    done = bool(self.callback(step, self)) or done
-                if done:
+                    if self.callback(step, self):
+                        stop = stop or STOP_CALLBACK
+                if stop:
+                    self.stop_reason_ = stop
                     break
                 selected = select_queries(losses, self.n_queries_per_step, rng)
                 mu, before_projection = descent.step(problem, selected)
@@ -376,10 +386,16 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         tags.transformer_tags.preserves_dtype = ["float32"]
         return tags
 
-    def _stalled(self, step_sizes):
-        """Whether the last ``n_iter_no_change`` steps all had step size 0."""
+    def _stop_reason(self, objective, step, step_sizes):
+        """Which of :data:`STOP_REASONS` ends the training after ``step`` steps, or None."""
         n = self.n_iter_no_change
-        return n is not None and len(step_sizes) >= n and not any(step_sizes[-n:])
+        if objective < self.tol or objective == 0.0:  # a zero objective has a zero gradient
+            return STOP_TOL
+        if n is not None and len(step_sizes) >= n and not any(step_sizes[-n:]):
+            return STOP_STALLED
+        if step == self.max_iter:
+            return STOP_MAX_ITER
+        return None
 
     def _initial_components(self, X, rng):
         """(D, R) float32 projectors to start from (Algorithm 1, first line)."""

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ndir.atomic import atomic_output, write_json
 from ndir.encoding import l2_normalise_rows
@@ -133,3 +134,31 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
         "green: near duplicate, red: not; AP of the query under each method"
     )
     draw(blocks, list(figure), title=title)
+
+
+def finished_run(table1, table2, tables, figures):
+    """The console's lines at the end of a successful run: one headline of Tables I and
+    II's test mAP (the range over their cells, ours alone on Holidays, where the
+    paper's columns sit beside), then where the tables, figures and report are.
+
+    ``table1``, ``table2``: their CSV files (a run of other targets may have none);
+    ``tables``, ``figures``: the folders that hold every table and figure.
+    """
+    ranges = []
+    for path, parts in ((table1, {"Full": "full signatures", None: "PCA to R"}), (table2, {None: "learned sparse"})):
+        if not Path(path).is_file():
+            continue
+        frame = pd.read_csv(path)
+        ours = [c for c in frame.columns if c not in ("Sign.", "Dim.") and not c.endswith(("(paper)", "(Δ)"))]
+        for column, label in parts.items():
+            columns = [column] if column else [c for c in ours if c not in parts]
+            values = frame[columns].to_numpy(float)
+            ranges.append(f"{label} {np.nanmin(values):.1f}–{np.nanmax(values):.1f} %")
+    lines = []
+    if ranges:
+        lines.append(f"ndir: test mAP over the signatures: {', '.join(ranges)} ({table1}, {table2})")
+    lines.append(
+        f"ndir: every table in {tables}/ (csv, md, tex), the figures in {figures}/, provenance in "
+        "results/run_info.json; one HTML page of them all: snakemake --report results/report.html"
+    )
+    return lines

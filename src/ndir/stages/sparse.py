@@ -170,6 +170,8 @@ def train_sparse_projector(
         "K": int(codebook_size),
         "R": int(n_components),
         "tau": float(sparsity),
+        # Why the curve ends where it does (a figure's legend says it).
+        "stopped_by": model.stop_reason_,
     }
     # The run's parameters first, in every row: the history says whose it is.
     curve = pd.concat([pd.DataFrame(run, index=curve.index), curve], axis=1)
