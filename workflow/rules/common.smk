@@ -30,6 +30,15 @@ check_config(config)
 precheck_dataset(config)
 
 
+onstart:
+    # After a run, Snakemake removes the empty folders of missing outputs with
+    # os.removedirs, which fails (NotADirectoryError) on results/ when it is a symlink
+    # to an empty folder, as after a first job that found the disk full: a file there
+    # keeps the link out of that cleanup.
+    if Path("results").is_symlink() and Path("results").is_dir():
+        Path("results/.keep").touch()
+
+
 wildcard_constraints:
     **names.WILDCARD_CONSTRAINTS,
     shard=r"\d+",

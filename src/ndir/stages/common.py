@@ -6,9 +6,16 @@ The stage modules' counterpart of ``workflow/rules/common.smk``. Atomic writes a
 :mod:`ndir.model_files`'.
 """
 
+import errno
 import logging
+import os
+import shutil
+import signal
 import sys
+import threading
+import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -42,17 +49,57 @@ def run_rule(smk, stage):
     kwargs = {**dict(smk.input.items()), **dict(smk.output.items()), **dict(smk.params.items())}
     log = smk.log[0] if smk.log else None
     where = f" (traceback in {log})" if log else ""
+    _end_with_parent()
     with _logging_to(log), threadpool_limits(limits=smk.threads):
         try:
             stage(**kwargs)
-        except NdirInputError as error:
-            logger.exception("%s", error)
-            print(f"ndir: error: {error}{where}", file=sys.stderr)
+        except (NdirInputError, OSError) as error:
+            if isinstance(error, OSError) and error.errno not in DISK_FULL:
+                logger.exception("%s failed", stage.__name__)
+                print(f"ndir: {stage.__name__} failed: {type(error).__name__}: {error}{where}", file=sys.stderr)
+                raise
+            message = error if isinstance(error, NdirInputError) else disk_full_message(error, list(smk.output))
+            logger.exception("%s", message)
+            print(f"ndir: error: {message}{where}", file=sys.stderr)
             raise SystemExit(1) from error
         except Exception as error:
             logger.exception("%s failed", stage.__name__)
             print(f"ndir: {stage.__name__} failed: {type(error).__name__}: {error}{where}", file=sys.stderr)
             raise
+
+
+#: errno of a write that found no room: a full disk, or a user's quota.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+#: What a run writes under results/, measured (docs/data.md, "Disk space").
+RESULTS_ROOM = "a default run's results/ take about 0.15 GB, a Holidays-scale run's several GB"
+
+
+def disk_full_message(error, outputs):
+    """The one line for a write that found the disk full: the file (the job's first
+    output when the system names none), the room left on its disk and what to do."""
+    path = Path(error.filename or (outputs[0] if outputs else "."))
+    folder = next((parent for parent in (path, *path.parents) if parent.is_dir()), Path("."))
+    free_mb = shutil.disk_usage(folder).free / 2**20
+    return (
+        f"{path}: no space left on the disk that holds {folder.resolve()} ({free_mb:,.0f} MB free; {RESULTS_ROOM}); "
+        "free some space and run the same command again, or move results/ to a larger disk (a symlink "
+        "results -> /larger/disk/results works)"
+    )
+
+
+def _end_with_parent(poll_seconds=2.0):
+    """End this job when Snakemake, its parent, is gone (``kill -9`` of Snakemake leaves
+    its jobs running otherwise): a daemon thread polls the parent's pid and sends this
+    process SIGTERM once it has changed (the job was reparented)."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        logger.error("Snakemake (pid %d) is gone: ending this job", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="end-with-snakemake", daemon=True).start()
 
 
 @contextmanager
