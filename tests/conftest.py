@@ -38,14 +38,15 @@ def import_or_skip(name, reason):
     return pytest.importorskip(name, reason=reason)
 
 
-def run_snakemake(workdir, *args, check=True):
-    """Run this repository's workflow in ``workdir`` with the test interpreter's tools.
+def run_snakemake(workdir, *args, check=True, snakefile=REPO / "Snakefile"):
+    """Run this repository's workflow (or the one of ``snakefile``) in ``workdir`` with
+    the test interpreter's tools.
 
     The interpreter's ``bin`` goes first on PATH because Snakemake's script jobs
     start ``python`` from PATH.
     """
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(workdir), *args]
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, check=check)
 
 

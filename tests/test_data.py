@@ -870,3 +870,16 @@ def test_a_split_that_blocks_cannot_meet_says_so(caplog):
     with caplog.at_level(logging.WARNING, logger="ndir.data"):
         split_groups(images, train_fraction=0.5, seed=0)
     assert "instead of" not in caplog.text
+
+
+def test_a_holdout_too_small_for_two_groups_a_side_is_logged(caplog):
+    """7 groups at 0.2: round(1.4) = 1 held out, too few to select on; the run says so."""
+    groups = np.repeat(np.arange(7), 2)
+    with caplog.at_level(logging.WARNING, logger="ndir.data"):
+        assert not holdout_mask(groups, 0.2, np.random.RandomState(0)).any()
+    assert "holdout_fraction 0.2 of 7 training groups leaves fewer than 2 groups on a side" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ndir.data"):
+        assert holdout_mask(np.repeat(np.arange(10), 2), 0.2, np.random.RandomState(0)).sum() == 4
+        assert not holdout_mask(groups, 0.0, np.random.RandomState(0)).any()
+    assert caplog.text == ""

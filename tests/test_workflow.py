@@ -415,3 +415,26 @@ def test_baselines_beside_the_learned_projectors(tiny_run):
     assert "On the front by multiply-adds per query: " in (tiny_run / "results/tables/frontier.md").read_text()
     for ext in ("png", "pdf"):
         assert (tiny_run / f"results/figures/frontier.{ext}").stat().st_size > 10_000
+
+
+def test_a_finished_run_copied_into_another_clone_is_not_planned_again(tiny_run, tmp_path):
+    """Another clone has new modification times on every script, which Snakemake reads as
+    changed code; the README's flag plans only the provenance that names the clone."""
+    import re
+    import shutil
+
+    flag = re.search(r"--rerun-triggers [a-z -]+[a-z]", (REPO / "README.md").read_text()).group(0).split()
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)  # copy2: the results keep their times
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for part in ("Snakefile", "config.yaml"):
+        shutil.copy(REPO / part, clone / part)
+    for folder in ("workflow", "profiles"):
+        shutil.copytree(REPO / folder, clone / folder, copy_function=shutil.copy)  # new times
+    tiny = ["--configfile", str(REPO / "tests/configs/tiny.yaml")]
+    plain = run_snakemake(run, "-n", "--cores", "2", *tiny, snakefile=clone / "Snakefile")
+    assert "Code has changed since last execution" in plain.stdout + plain.stderr
+    copied = run_snakemake(run, "-n", "--cores", "2", *flag, *tiny, snakefile=clone / "Snakefile")
+    planned = re.findall(r"^rule (\w+):", copied.stdout + copied.stderr, flags=re.M)
+    assert sorted(set(planned)) == ["all", "write_run_info"], planned

@@ -534,6 +534,15 @@ def split_groups(images, train_fraction=0.5, seed=0, together=None):
     return split
 
 
+def _log_no_holdout(fraction, n_eligible):
+    logger.warning(
+        "holdout_fraction %g of %d training groups leaves fewer than 2 groups on a side: no hold-out, "
+        "no model selection (the last iterate is kept); a larger data set brings it back",
+        fraction,
+        n_eligible,
+    )
+
+
 def holdout_mask(groups, fraction, random_state, together=None):
     """Whole groups of a training set held out for model selection, per image.
 
@@ -570,12 +579,15 @@ def holdout_mask(groups, fraction, random_state, together=None):
     n_eligible = int(eligible_per_block.sum())
     n_held = int(round(fraction * n_eligible))
     none = np.zeros(groups.size, dtype=bool)
+    if fraction and (n_held < 2 or n_eligible - n_held < 2):
+        _log_no_holdout(fraction, n_eligible)
     if n_held < 2 or n_eligible - n_held < 2:
         return none
     order = candidates[random_state.permutation(candidates.size)]
     held_blocks = order[_blocks_summing_to(eligible_per_block[order], n_held)]
     n_chosen = int(eligible_per_block[held_blocks].sum())
     if n_chosen < 2 or n_eligible - n_chosen < 2:
+        _log_no_holdout(fraction, n_eligible)
         return none
     return np.isin(blocks[group_index], held_blocks)
 

@@ -102,6 +102,12 @@ def train_sparse_projector(
     """
     splits = split_signatures(images, signatures)
     X_train, groups_train, is_query_train = splits["train"]
+    if queries_per_step >= is_query_train.sum():
+        logger.info(
+            "sparse.queries_per_step %d >= the %d training queries: every step uses them all",
+            queries_per_step,
+            is_query_train.sum(),
+        )
     # Laid out once for the history's many projections through the sparse U, and read by
     # the training's own sparse products (one copy of X_train^T instead of two).
     blocked = {name: TransposedBlocks(X) for name, (X, _, _) in splits.items()}
