@@ -21,7 +21,7 @@ def size_limits_for(max_dim):
     """:func:`ndir.sizes.size_limits` of a small config whose largest PCA output is
     ``max_dim``: 2-bit PQ, 4 codewords, 50 descriptors per image (index_dataset's ``limits``)."""
     return {
-        "dims": {"baseline.dims": [max_dim], "sparse.dims": [max_dim], "sparse.convergence_dim": [max_dim]},
+        "dims": {"baseline.dims": [max_dim], "sparse.dims": [max_dim], "sparse.convergence_dim": max_dim},
         "pq_nbits": 2,
         "pq_bytes": [1],
         "codebook_sizes": [4],

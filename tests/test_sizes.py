@@ -40,6 +40,7 @@ def test_a_default_config_on_sixty_training_images_names_every_key_with_what_fit
         "baseline.pq.nbits",
     ]
     assert problems[0].startswith("baseline.dims: [64, 128, 256] too large for PCA on 60 training images")
+    assert problems[2].startswith("sparse.convergence_dim: 64 too large")
     assert "use at most 58," in problems[0]
     # 2^5 = 32 <= 60 < 64, but 5 bits divide no 8 x 8 = 64-bit code: 4 is the largest that fits every size.
     assert problems[3].endswith("use at most 4 (a divisor of 8 x every baseline.pq.bytes)")
