@@ -1,11 +1,16 @@
 """Fetching Holidays and UKBench (ndir.download) from servers on 127.0.0.1 serving small
-archives in their layouts: downloads, resumes, checks, and each failure's one line."""
+archives in their layouts: downloads, resumes, checks, each archive's URLs tried in
+order, and each failure's message."""
 
 import contextlib
+import copy
+import errno
 import hashlib
 import io
 import json
+import os
 import socket
+import stat
 import tarfile
 import zipfile
 
@@ -13,9 +18,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import ndir.download
 from ndir.download import DownloadError, download, fetch_dataset, unpack_images
+from ndir.errors import ConfigError
 
-from .conftest import import_or_skip
+from .conftest import REPO, import_or_skip
 from .servers import ftp_server, http_server
 
 
@@ -66,9 +73,19 @@ def sha256(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def archives_of(urls):
+    """``download.<kind>.archives`` for ``urls``: one archive per item, a URL or a list
+    of URLs tried in order, named after the file of its first URL."""
+    archives = []
+    for item in urls:
+        tried = [item] if isinstance(item, str) else list(item)
+        archives.append({"name": tried[0].rsplit("/", 1)[-1], "urls": tried})
+    return archives
+
+
 def fetch(urls, root, kind="holidays", inside="jpg", n_images=12, n_groups=4, pins=None):
     return fetch_dataset(
-        urls,
+        archives_of(urls),
         root / "archives",
         root / "images",
         root / "download.json",
@@ -101,11 +118,12 @@ def test_holidays_over_http_is_downloaded_unpacked_checked_and_recorded(tmp_path
     assert [(entry["url"], entry["bytes"], entry["sha256"]) for entry in record] == [
         (url, path.stat().st_size, sha256(path)) for url, path in zip(urls, served)
     ]
-    # The archives are kept: a second fetch downloads nothing.
+    # The archives are kept: a second fetch downloads nothing, and records no URL.
     with http_server(tmp_path / "served") as server:
         (root / "images").rename(tmp_path / "first")
-        fetch([f"{server.url}/{path.name}" for path in served], root)
+        again = fetch([f"{server.url}/{path.name}" for path in served], root)
         assert server.requests == []
+    assert [(entry["url"], entry["sha256"]) for entry in again] == [(None, sha256(path)) for path in served]
 
 
 def test_ukbench_over_ftp_takes_the_full_images_not_the_thumbnails(tmp_path):
@@ -160,20 +178,27 @@ def closed_port():
         return probe.getsockname()[1]
 
 
-def test_no_server_and_a_missing_file_are_one_line_with_the_fix(tmp_path):
+def test_no_server_and_a_missing_file_name_the_url_and_the_fix(tmp_path):
     root = tmp_path / "data"
     url = f"http://127.0.0.1:{closed_port()}/jpg1.tar.gz"
-    with pytest.raises(DownloadError) as offline:
-        fetch([url], root)
     dest = root / "archives/jpg1.tar.gz"
+    with pytest.raises(DownloadError) as offline:
+        download(url, dest, progress=False)
     assert str(offline.value) == (
         f"{url}: cannot download (Connection refused); download it by hand to {dest}, or set "
         "dataset.path to a folder of the unpacked images"
     )
+    with pytest.raises(DownloadError) as offline:
+        fetch([url], root)
+    assert str(offline.value) == (
+        "download.holidays.archives[0].urls: jpg1.tar.gz could not be downloaded from its URL; add a URL that "
+        f"serves jpg1.tar.gz to download.holidays.archives[0].urls, or download it by hand to {dest}, or set "
+        f"dataset.path to a folder of the unpacked images\n  {url}: cannot download (Connection refused)"
+    )
     (tmp_path / "served").mkdir()
     with http_server(tmp_path / "served") as server:
         with pytest.raises(
-            DownloadError, match=r"jpg1.tar.gz: the server answered HTTP 404 File not found; download it"
+            DownloadError, match=r"\n  http://\S+/jpg1.tar.gz: the server answered HTTP 404 File not found$"
         ):
             fetch([f"{server.url}/jpg1.tar.gz"], root)
     assert nothing_left_behind(root)
@@ -183,8 +208,8 @@ def test_a_missing_file_on_an_ftp_server_is_named(tmp_path):
     import_or_skip("pyftpdlib", "the FTP test server (pip install pyftpdlib)")
     (tmp_path / "served").mkdir()
     with ftp_server(tmp_path / "served") as url:
-        with pytest.raises(DownloadError, match=r"ukbench.zip: the FTP server refused it \(550 .*\); download it by"):
-            fetch([f"{url}/ukbench.zip"], tmp_path / "data")
+        with pytest.raises(DownloadError, match=r"\n  ftp://\S+/ukbench.zip: the FTP server refused it \(550 .*\)$"):
+            fetch([f"{url}/ukbench.zip"], tmp_path / "data", kind="ukbench")
 
 
 def test_a_wrong_checksum_is_refused_and_the_file_set_aside(tmp_path):
@@ -197,8 +222,11 @@ def test_a_wrong_checksum_is_refused_and_the_file_set_aside(tmp_path):
             fetch(urls, root, pins={"jpg2.tar.gz": wrong})
     rejected = root / "archives/jpg2.tar.gz.rejected"
     assert str(refused.value) == (
-        f"{urls[1]}: its SHA-256 is {sha256(served[1])}, not the {wrong} pinned in download.sha256 (moved to "
-        f"{rejected}); check the URL (a mirror with other files?) or the pin"
+        "download.holidays.archives[1].urls: jpg2.tar.gz could not be downloaded from its URL; add a URL that "
+        f"serves jpg2.tar.gz to download.holidays.archives[1].urls, or download it by hand to "
+        f"{root / 'archives/jpg2.tar.gz'}, or set dataset.path to a folder of the unpacked images\n"
+        f'  {urls[1]}: its SHA-256 is {sha256(served[1])}, not the {wrong} pinned in download.holidays.sha256["'
+        f'jpg2.tar.gz"] (moved to {rejected})'
     )
     assert rejected.read_bytes() == served[1].read_bytes() and not (root / "archives/jpg2.tar.gz").exists()
     assert nothing_left_behind(root)
@@ -217,7 +245,7 @@ def test_a_damaged_archive_is_named_and_nothing_is_unpacked(tmp_path):
         with pytest.raises(DownloadError) as damaged:
             fetch([f"{server.url}/{path.name}" for path in served], root)
     archive = root / "archives/jpg2.tar.gz"
-    assert str(damaged.value).startswith(f"{archive}: damaged or cut short (")
+    assert str(damaged.value).startswith(f"{archive}: a damaged gzip/tar archive, cut short or corrupted (")
     assert str(damaged.value).endswith(
         f"delete it and run the workflow again, or download it by hand to {archive}, or set dataset.path to a "
         "folder of the unpacked images"
@@ -233,15 +261,18 @@ def test_archives_of_other_images_are_refused(tmp_path):
             fetch([f"{server.url}/{path.name}" for path in served], root, n_images=1491, n_groups=500)
     assert str(other.value) == (
         f"{root / 'images'}: the archives hold 9 images in 3 groups, not the 1491 in 500 of holidays; check "
-        "download.holidays.urls (another data set, or a mirror that changed it?)"
+        "download.holidays.archives (another data set, or a mirror that changed it?)"
     )
     assert nothing_left_behind(root)
 
 
 def test_an_archive_without_the_image_folder_is_named(tmp_path):
     archive = ukbench_zip(tmp_path)
-    with pytest.raises(DownloadError, match=rf"{archive}: no image in a folder jpg/ of the archive"):
+    with pytest.raises(DownloadError) as empty:
         unpack_images([archive], tmp_path / "images", "jpg", "ukbench", 12, 3)
+    assert str(empty.value) == (
+        f"{archive}: no image in a folder jpg/ of the archive; check the URL, or download.ukbench.folder_in_archive"
+    )
     assert not (tmp_path / "images").exists()
 
 
@@ -268,7 +299,8 @@ def tiny_run_on_served(tmp_path, served, kind, urls_of, n_images, n_groups):
     workdir.mkdir()
     with http_server(served) as server:
         urls = urls_of(server)
-        download = {"folder": "downloads", kind: {"urls": urls, "n_images": n_images, "n_groups": n_groups}}
+        archives = archives_of(urls)
+        download = {"folder": "downloads", kind: {"archives": archives, "n_images": n_images, "n_groups": n_groups}}
         config = [
             "--configfile",
             str(REPO / "tests/configs/tiny.yaml"),
@@ -382,6 +414,359 @@ def test_an_archive_already_there_whose_checksum_differs_from_the_pin_is_refused
         fetch(["http://127.0.0.1:9/jpg1.tar.gz", "http://127.0.0.1:9/jpg2.tar.gz"], root, pins={"jpg2.tar.gz": wrong})
     assert str(refused.value) == (
         f"{root / 'archives/jpg2.tar.gz'}: its SHA-256 is {sha256(served[1])}, not the {wrong} pinned in "
-        "download.sha256; delete it to download it again, or correct the pin"
+        'download.holidays.sha256["jpg2.tar.gz"]; delete it to download it again, or correct the pin'
     )
     assert nothing_left_behind(root)
+
+
+# --------------------------------------------------------------------------- each archive's URLs, in order
+
+
+def served_folder(tmp_path, name, files=()):
+    """A folder ``tmp_path/name`` for a server, holding copies of ``files``."""
+    folder = tmp_path / name
+    folder.mkdir()
+    for path in files:
+        (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize("first", ["refused", "404", "ftp 550"])
+def test_each_archive_comes_from_the_first_of_its_urls_that_gives_it(tmp_path, caplog, first):
+    """INRIA's current host gone (no server, a 404) or its FTP server refusing: the next
+    URL of each archive serves it, and the record names that URL."""
+    served = holidays_archives(tmp_path / "served")
+    root = tmp_path / "data"
+    with contextlib.ExitStack() as stack:
+        if first == "refused":
+            base = f"http://127.0.0.1:{closed_port()}"
+        elif first == "404":
+            gone = stack.enter_context(http_server(served_folder(tmp_path, "gone")))
+            base = gone.url
+        else:
+            import_or_skip("pyftpdlib", "the FTP test server (pip install pyftpdlib)")
+            base = stack.enter_context(ftp_server(served_folder(tmp_path, "gone")))
+        mirror = stack.enter_context(http_server(tmp_path / "served"))
+        urls = [[f"{base}/{path.name}", f"{mirror.url}/{path.name}"] for path in served]
+        with caplog.at_level("WARNING", logger="ndir.download"):
+            entries = fetch(urls, root)
+        if first == "404":
+            # (The test server logs a 404 twice.)
+            assert sorted({request[1] for request in gone.requests}) == ["/jpg1.tar.gz", "/jpg2.tar.gz"]
+    assert [(entry["url"], entry["sha256"]) for entry in entries] == [
+        (tried[1], sha256(path)) for tried, path in zip(urls, served)
+    ]
+    assert len(list((root / "images").iterdir())) == 12
+    assert [record.getMessage().split("; ")[-1] for record in caplog.records] == [
+        f"trying the next URL of download.holidays.archives[{number}].urls" for number in (0, 1)
+    ]
+
+
+def test_when_every_url_of_an_archive_fails_one_error_lists_each_with_its_failure(tmp_path):
+    """No server, a 404, a copy of other bytes than the pin: one error, each URL on a
+    line with its own failure, and the fixes, the config key first."""
+    right = holidays_archives(tmp_path / "served")
+    other = holidays_archives(tmp_path / "other", n_groups=2)
+    root = tmp_path / "data"
+    dest = root / "archives/jpg1.tar.gz"
+    rejected = root / "archives/jpg1.tar.gz.rejected"
+    with http_server(served_folder(tmp_path, "gone")) as gone, http_server(tmp_path / "other") as changed:
+        urls = [
+            f"http://127.0.0.1:{closed_port()}/jpg1.tar.gz",
+            f"{gone.url}/jpg1.tar.gz",
+            f"{changed.url}/jpg1.tar.gz",
+        ]
+        with pytest.raises(DownloadError) as failed:
+            fetch([urls], root, pins={"jpg1.tar.gz": sha256(right[0])})
+    assert str(failed.value) == (
+        "download.holidays.archives[0].urls: jpg1.tar.gz could not be downloaded from any of its 3 URLs, tried in "
+        "this order; add a URL that serves jpg1.tar.gz to download.holidays.archives[0].urls, or download it by "
+        f"hand to {dest}, or set dataset.path to a folder of the unpacked images\n"
+        f"  {urls[0]}: cannot download (Connection refused)\n"
+        f"  {urls[1]}: the server answered HTTP 404 File not found\n"
+        f"  {urls[2]}: its SHA-256 is {sha256(other[0])}, not the {sha256(right[0])} pinned in "
+        f'download.holidays.sha256["jpg1.tar.gz"] (moved to {rejected})'
+    )
+    assert rejected.read_bytes() == other[0].read_bytes() and not dest.exists()
+    assert nothing_left_behind(root)
+
+
+def test_a_url_whose_archive_fails_its_pin_counts_as_failed_and_the_next_is_tried(tmp_path):
+    right = holidays_archives(tmp_path / "served")
+    holidays_archives(tmp_path / "other", n_groups=2)
+    root = tmp_path / "data"
+    with http_server(tmp_path / "other") as changed, http_server(tmp_path / "served") as mirror:
+        urls = [[f"{changed.url}/{path.name}", f"{mirror.url}/{path.name}"] for path in right]
+        entries = fetch(urls, root, pins={path.name: sha256(path) for path in right})
+    assert [entry["url"] for entry in entries] == [tried[1] for tried in urls]
+    assert [(root / f"archives/{path.name}").read_bytes() for path in right] == [path.read_bytes() for path in right]
+    assert len(list((root / "images").iterdir())) == 12
+
+
+def test_a_web_page_in_place_of_an_archive_counts_as_failed_and_the_next_is_tried(tmp_path):
+    """A host that moved answers 200 with a page: without a pin, the archive's first
+    bytes tell; the page is set aside and the next URL gives the archive."""
+    right = holidays_archives(tmp_path / "served")
+    moved = served_folder(tmp_path, "moved")
+    for path in right:
+        (moved / path.name).write_text("<!DOCTYPE html><html>The data sets have moved</html>")
+    root = tmp_path / "data"
+    dest = root / "archives/jpg1.tar.gz"
+    with http_server(moved) as page:
+        with pytest.raises(DownloadError) as refused:
+            download(f"{page.url}/jpg1.tar.gz", dest, progress=False)
+    assert str(refused.value) == (
+        f"{page.url}/jpg1.tar.gz: what it gave is not a gzip/tar archive but begins with b'<!DOCTYPE html><' "
+        f"(a web page? moved to {dest}.rejected); check the URL, or download it by hand to {dest}, or set "
+        "dataset.path to a folder of the unpacked images"
+    )
+    assert not dest.exists()
+    with http_server(moved) as page, http_server(tmp_path / "served") as mirror:
+        urls = [[f"{page.url}/{path.name}", f"{mirror.url}/{path.name}"] for path in right]
+        entries = fetch(urls, root)
+    assert [entry["url"] for entry in entries] == [tried[1] for tried in urls]
+    assert len(list((root / "images").iterdir())) == 12
+
+
+def test_a_download_cut_by_one_url_is_kept_and_resumed_from_the_next(tmp_path):
+    served = holidays_archives(tmp_path / "served")[0]
+    size = served.stat().st_size
+    root = tmp_path / "data"
+    dest = root / "archives/jpg1.tar.gz"
+    part = root / "archives/jpg1.tar.gz.part"
+    with http_server(tmp_path / "served") as flaky, http_server(served_folder(tmp_path, "gone")) as gone:
+        flaky.cut.add(served.name)
+        urls = [f"{flaky.url}/jpg1.tar.gz", f"{gone.url}/jpg1.tar.gz"]
+        with pytest.raises(DownloadError) as cut:
+            fetch([urls], root, n_images=6, n_groups=2)
+        assert set(gone.requests) == {("GET", "/jpg1.tar.gz", f"bytes={size // 2}-")}  # logged twice: a 404
+    assert str(cut.value).split("\n")[0] == (
+        "download.holidays.archives[0].urls: jpg1.tar.gz could not be downloaded from any of its 2 URLs, tried in "
+        f"this order; run the workflow again to resume the {size // 2:,} bytes kept in {part}, or add a URL that "
+        f"serves jpg1.tar.gz to download.holidays.archives[0].urls, or download it by hand to {dest}, or set "
+        "dataset.path to a folder of the unpacked images"
+    )
+    assert str(cut.value).split("\n")[1] == (
+        f"  {urls[0]}: the download stopped at {size // 2:,} of {size:,} bytes (kept in {part})"
+    )
+    with http_server(tmp_path / "served") as mirror:
+        fetch(
+            [[f"http://127.0.0.1:{closed_port()}/jpg1.tar.gz", f"{mirror.url}/jpg1.tar.gz"]],
+            root,
+            n_images=6,
+            n_groups=2,
+        )
+        assert mirror.requests == [("GET", "/jpg1.tar.gz", f"bytes={size // 2}-")]
+    assert dest.read_bytes() == served.read_bytes() and not part.exists()
+
+
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("../escaped.tar.gz", "is not a file name; name the archive, as jpg1.tar.gz"),
+        ("jpg1.tar.gz", "names two archives; give each archive its own name"),
+    ],
+)
+def test_archive_names_are_file_names_each_its_own(tmp_path, name, problem):
+    archives = [
+        {"name": "jpg1.tar.gz", "urls": ["http://127.0.0.1:9/a"]},
+        {"name": name, "urls": ["http://127.0.0.1:9/b"]},
+    ]
+    with pytest.raises(ConfigError) as refused:
+        fetch_dataset(
+            archives,
+            tmp_path / "data/archives",
+            tmp_path / "data/images",
+            tmp_path / "data/download.json",
+            inside="jpg",
+            kind="holidays",
+            n_images=12,
+            n_groups=4,
+            sha256={},
+            progress=False,
+        )
+    assert str(refused.value) == f"download.holidays.archives[1].name: {name!r} {problem}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def validated_download(kind):
+    """``download.<kind>`` of config.yaml, validated (defaults filled in) by the schema."""
+    import yaml
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    validate(config, str(REPO / "workflow/schemas/config.schema.yaml"))
+    return copy.deepcopy(config["download"][kind])
+
+
+def test_the_default_holidays_urls_try_inria_s_current_host_then_its_ftp_server():
+    archives = validated_download("holidays")["archives"]
+    assert [archive["name"] for archive in archives] == ["jpg1.tar.gz", "jpg2.tar.gz"]
+    for archive in archives:
+        assert [url.rsplit("/", 1) for url in archive["urls"]] == [
+            ["http://pascal.inrialpes.fr/data2/holidays", archive["name"]],
+            ["ftp://ftp.inrialpes.fr/pub/lear/douze/data", archive["name"]],
+        ]
+    assert [archive["name"] for archive in validated_download("ukbench")["archives"]] == ["ukbench.zip"]
+
+
+def test_the_stage_fetches_the_archives_of_the_config_s_download_section(tmp_path):
+    """The rule passes ``download.<kind>`` of the config as ``source``: the stage reads
+    the schema's shape (here the default archives, their URLs pointed at 127.0.0.1)."""
+    from ndir.stages.data import fetch_dataset as stage
+
+    served = ukbench_zip(tmp_path / "served")
+    source = validated_download("ukbench")
+    with http_server(tmp_path / "served") as server:
+        source["archives"][0]["urls"] = [f"http://127.0.0.1:{closed_port()}/ukbench.zip", f"{server.url}/ukbench.zip"]
+        source.update(n_images=12, n_groups=3, sha256={"ukbench.zip": sha256(served)})
+        root = tmp_path / "data"
+        stage(root / "images", root / "download.json", root / "archives", "ukbench", source)
+    record = json.loads((root / "download.json").read_text())
+    assert record == [
+        {
+            "file": str(root / "archives/ukbench.zip"),
+            "url": f"{server.url}/ukbench.zip",
+            "bytes": served.stat().st_size,
+            "sha256": sha256(served),
+        }
+    ]
+    assert len(list((root / "images").iterdir())) == 12
+
+
+def test_a_pin_is_named_by_its_exact_key_for_an_archive_already_there(tmp_path):
+    served = ukbench_zip(tmp_path / "served")
+    root = tmp_path / "data"
+    (root / "archives").mkdir(parents=True)
+    (root / "archives/ukbench.zip").write_bytes(served.read_bytes())
+    wrong = "a" * 64
+    with pytest.raises(DownloadError) as refused:
+        fetch(
+            ["http://127.0.0.1:9/ukbench.zip"],
+            root,
+            kind="ukbench",
+            inside="full",
+            n_groups=3,
+            pins={"ukbench.zip": wrong},
+        )
+    assert str(refused.value) == (
+        f"{root / 'archives/ukbench.zip'}: its SHA-256 is {sha256(served)}, not the {wrong} pinned in "
+        'download.ukbench.sha256["ukbench.zip"]; delete it to download it again, or correct the pin'
+    )
+
+
+# --------------------------------------------------------------------------- damaged archives
+
+
+def damaged(path, how, name):
+    """A copy of the archive ``path`` named ``name`` beside it: its end cut off (``cut``),
+    its first 64 bytes zeroed (``head``) or 200 bytes in its middle scrambled (``middle``)."""
+    data = bytearray(path.read_bytes())
+    if how == "cut":
+        data = data[: len(data) * 2 // 3]
+    elif how == "head":
+        data[:64] = bytes(64)
+    else:
+        middle = len(data) // 2
+        data[middle : middle + 200] = bytes(range(200))
+    copy_path = path.with_name(name)
+    copy_path.write_bytes(bytes(data))
+    return copy_path
+
+
+def fix_for(archive):
+    return (
+        f"delete it and run the workflow again, or download it by hand to {archive}, or set dataset.path to a folder "
+        "of the unpacked images"
+    )
+
+
+@pytest.mark.parametrize(
+    "how, name",
+    [("cut", "ukbench.zip"), ("cut", "ukbench.data"), ("head", "ukbench.zip"), ("middle", "ukbench.zip")],
+)
+def test_a_damaged_zip_is_named_a_damaged_zip(tmp_path, how, name):
+    """Its central directory cut off (is_zipfile says no) it is known by its first bytes,
+    whatever its name; its first bytes damaged, by its name."""
+    archive = damaged(ukbench_zip(tmp_path / "served"), how, name)
+    with pytest.raises(DownloadError) as refused:
+        unpack_images([archive], tmp_path / "images", "full", "ukbench", 12, 3)
+    message = str(refused.value)
+    assert message.startswith(f"{archive}: a damaged zip archive, cut short or corrupted (")
+    assert message.endswith(f"); {fix_for(archive)}")
+    assert not (tmp_path / "images").exists()
+
+
+@pytest.mark.parametrize("how, name", [("cut", "jpg1.tar.gz"), ("cut", "jpg1.data"), ("middle", "jpg1.tar.gz")])
+def test_a_damaged_tar_gz_is_named_a_damaged_gzip_tar_archive(tmp_path, how, name):
+    archive = damaged(holidays_archives(tmp_path / "served")[0], how, name)
+    with pytest.raises(DownloadError) as refused:
+        unpack_images([archive], tmp_path / "images", "jpg", "holidays", 6, 2)
+    message = str(refused.value)
+    assert message.startswith(f"{archive}: a damaged gzip/tar archive, cut short or corrupted (")
+    assert message.endswith(f"); {fix_for(archive)}")
+    assert not (tmp_path / "images").exists()
+
+
+def test_a_file_of_no_archive_format_is_named_so(tmp_path):
+    archive = tmp_path / "jpg1.data"
+    archive.write_bytes(b"\x00\x01 neither zip nor tar " * 40)
+    with pytest.raises(DownloadError) as refused:
+        unpack_images([archive], tmp_path / "images", "jpg", "holidays", 6, 2)
+    message = str(refused.value)
+    assert message.startswith(f"{archive}: not a zip or tar archive, or a damaged one (")
+    assert message.endswith(f"); {fix_for(archive)}")
+
+
+def test_a_full_disk_while_unpacking_is_not_called_a_damaged_archive(tmp_path, monkeypatch):
+    """An error writing an image (ENOSPC) propagates as it is: the archive is sound."""
+    archive = ukbench_zip(tmp_path / "served")
+
+    class FullDisk:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def no_space(path, mode="r", *args, **kwargs):
+        return FullDisk() if "w" in mode else open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(ndir.download, "open", no_space, raising=False)
+    with pytest.raises(OSError) as full:
+        unpack_images([archive], tmp_path / "images", "full", "ukbench", 12, 3)
+    assert full.value.errno == errno.ENOSPC and not isinstance(full.value, DownloadError)
+    assert not (tmp_path / "images").exists()
+
+
+# --------------------------------------------------------------------------- modes
+
+
+@pytest.mark.parametrize(
+    "umask, folder_mode, file_mode", [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)], ids=["umask 022", "umask 077"]
+)
+def test_what_a_fetch_writes_gets_the_modes_of_the_users_umask(tmp_path, umask, folder_mode, file_mode):
+    """The images folder and the record are made by atomic_folder and atomic_output
+    (private temporary files), the archive by open(): each ends as mkdir and open()
+    would have made it."""
+    holidays_archives(tmp_path / "served")
+    root = tmp_path / "data"
+    previous = os.umask(umask)
+    try:
+        with http_server(tmp_path / "served") as server:
+            fetch([f"{server.url}/jpg{part}.tar.gz" for part in (1, 2)], root)
+    finally:
+        os.umask(previous)
+    modes = {
+        path: stat.S_IMODE(path.stat().st_mode)
+        for path in (root / "images", root / "download.json", root / "archives/jpg1.tar.gz", root / "images/100000.jpg")
+    }
+    assert modes == {
+        root / "images": folder_mode,
+        root / "download.json": file_mode,
+        root / "archives/jpg1.tar.gz": file_mode,
+        root / "images/100000.jpg": file_mode,
+    }

@@ -1,6 +1,12 @@
 """Writing results so that a crash never leaves a half-written one: into a temporary
 file or folder beside the target, renamed into place on success (a rename within one
-folder is atomic), removed on failure."""
+folder is atomic), removed on failure.
+
+The temporary file or folder is created private (``tempfile`` gives 0600 and 0700);
+before it is renamed into place it gets the mode a plain ``open()`` or ``mkdir`` would
+have given it under the process's umask (0644 and 0755 under the usual umask 022), so
+that results are shared as any other file of the user's.
+"""
 
 import json
 import os
@@ -10,9 +16,26 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def current_umask():
+    """The process's umask, read without changing it: from ``/proc/self/status``
+    (Linux 4.7 and later), else by setting it and putting it back at once (a file
+    another thread creates in between would get mode 0666)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_output(path):
-    """Yield a temporary path beside ``path``; move it into place on success.
+    """Yield a temporary path beside ``path``; move it into place on success, with
+    the mode ``open(path, "w")`` would give it (:func:`current_umask`).
 
     A job that fails leaves no half-written result behind.
     """
@@ -22,6 +45,7 @@ def atomic_output(path):
     os.close(fd)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -43,7 +67,9 @@ def write_csv(df, path):
 
 @contextmanager
 def atomic_folder(folder):
-    """Yield a temporary folder beside ``folder``; swap it in for ``folder`` on success.
+    """Yield a temporary folder beside ``folder``; swap it in for ``folder`` on success,
+    with the mode ``mkdir`` would give it (:func:`current_umask`; what is written inside
+    gets its own modes as usual).
 
     ``folder`` is not touched until the new one is complete, so a failure while
     writing (a full disk, an interrupted job) leaves the old contents working.
@@ -53,6 +79,7 @@ def atomic_folder(folder):
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
         yield tmp
+        os.chmod(tmp, 0o777 & ~current_umask())
         _swap_in(tmp, folder)
     finally:
         if tmp.exists():

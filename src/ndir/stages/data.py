@@ -105,13 +105,14 @@ def index_dataset(
 
 
 def fetch_dataset(images, record, archives, kind, source):
-    """Download the archives of ``source`` (``download.<kind>`` of the config) into the
-    folder ``archives``, unpack and check their images into the folder ``images`` and
-    write ``record`` (:func:`ndir.download.fetch_dataset`)."""
+    """Download the archives of ``source`` (``download.<kind>`` of the config: its
+    ``archives``, each a name and URLs tried in order, and their ``sha256`` pins) into
+    the folder ``archives``, unpack and check their images into the folder ``images``
+    and write ``record`` (:func:`ndir.download.fetch_dataset`)."""
     from ndir.download import fetch_dataset as fetch
 
     entries = fetch(
-        source["urls"],
+        source["archives"],
         archives,
         images,
         record,
@@ -122,7 +123,13 @@ def fetch_dataset(images, record, archives, kind, source):
         sha256=source["sha256"],
     )
     for entry in entries:
-        logger.info("%s: %d bytes, SHA-256 %s", entry["file"], entry["bytes"], entry["sha256"])
+        logger.info(
+            "%s: %d bytes, SHA-256 %s, %s",
+            entry["file"],
+            entry["bytes"],
+            entry["sha256"],
+            f"from {entry['url']}" if entry["url"] else "already there",
+        )
 
 
 def input_summary(report, listing):
