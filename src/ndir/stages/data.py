@@ -54,8 +54,9 @@ def index_dataset(
         Seed of the group split.
     descriptors : dict
         Descriptor parameters; images too small for one patch are skipped.
-    max_dim : int
-        Largest PCA output dimension asked for: the training split must hold more images.
+    limits : dict
+        The settings the data set's size limits (:func:`ndir.sizes.size_limits`),
+        checked on the split before any model is fitted (:func:`ndir.sizes.check_sizes`).
     download_record : str or None
         The JSON record of a fetched data set's archives (:func:`fetch_dataset`), copied
         into the report as ``download``, so that ``run_info.json`` keeps their SHA-256.
