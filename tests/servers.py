@@ -14,7 +14,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 class RangeHandler(SimpleHTTPRequestHandler):
     """The standard library's file server, plus ``Range: bytes=N-`` (a resumed download)
     and, for a file named in ``server.cut``, a response that stops halfway through the
-    length it announced (a connection dropped mid-download)."""
+    length it announced (a connection dropped mid-download). With ``server.ignore_range``
+    it answers every request with the whole file (200), as servers without ranges do."""
 
     def log_message(self, format, *args):
         self.server.requests.append((self.command, self.path, self.headers.get("Range")))
@@ -25,7 +26,7 @@ class RangeHandler(SimpleHTTPRequestHandler):
             return super().send_head()
         size = os.path.getsize(path)
         start = 0
-        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+        match = None if self.server.ignore_range else re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
         if match:
             start = int(match[1])
             if start >= size:
@@ -51,15 +52,15 @@ class RangeHandler(SimpleHTTPRequestHandler):
 @contextmanager
 def http_server(folder):
     """Serve ``folder`` over HTTP on 127.0.0.1; yields the server, with ``url`` (its
-    base URL), ``requests`` (method, path, Range header of each request) and ``cut``
-    (names of files to send only half of)."""
+    base URL), ``requests`` (method, path, Range header of each request), ``cut``
+    (names of files to send only half of) and ``ignore_range`` (False)."""
 
     def handler(*args, **kwargs):
         return RangeHandler(*args, directory=str(folder), **kwargs)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
-    server.requests, server.cut = [], set()
+    server.requests, server.cut, server.ignore_range = [], set(), False
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

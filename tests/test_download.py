@@ -160,6 +160,21 @@ def test_a_cut_http_download_is_kept_and_resumed_with_a_range_request(tmp_path):
     assert entry == {"url": url, "bytes": size, "sha256": sha256(served)}
 
 
+def test_a_server_that_ignores_the_range_sends_the_whole_file_again(tmp_path):
+    """A 200 to a resumed request is the whole archive: it replaces the part instead of
+    being appended to it."""
+    served = holidays_archives(tmp_path / "served")[0]
+    dest = tmp_path / "archives" / served.name
+    dest.parent.mkdir()
+    part = dest.with_name(dest.name + ".part")
+    part.write_bytes(served.read_bytes()[:1000])
+    with http_server(tmp_path / "served") as server:
+        server.ignore_range = True
+        entry = download(f"{server.url}/{served.name}", dest, progress=False)
+        assert server.requests[-1] == ("GET", f"/{served.name}", "bytes=1000-")
+    assert dest.read_bytes() == served.read_bytes() and entry["bytes"] == served.stat().st_size
+
+
 def test_a_cut_ftp_download_is_resumed(tmp_path):
     import_or_skip("pyftpdlib", "the FTP test server (pip install pyftpdlib)")
     served = ukbench_zip(tmp_path / "served")
