@@ -138,8 +138,8 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
 
 def finished_run(table1, table2, tables, figures):
     """The console's lines at the end of a successful run: one headline of Tables I and
-    II's test mAP (the range over their cells, ours alone on Holidays, where the
-    paper's columns sit beside), then where the tables, figures and report are.
+    II's test mAP (the range over their cells: ours alone, without the paper's columns
+    of Holidays or UKBench's N-S scores), then where the tables, figures and report are.
 
     ``table1``, ``table2``: their CSV files (a run of other targets may have none);
     ``tables``, ``figures``: the folders that hold every table and figure.
@@ -149,7 +149,11 @@ def finished_run(table1, table2, tables, figures):
         if not Path(path).is_file():
             continue
         frame = pd.read_csv(path)
-        ours = [c for c in frame.columns if c not in ("Sign.", "Dim.") and not c.endswith(("(paper)", "(Δ)"))]
+        ours = [
+            c
+            for c in frame.columns
+            if c not in ("Sign.", "Dim.") and not c.endswith(("(paper)", "(Δ)")) and not c.startswith("N-S")
+        ]
         for column, label in parts.items():
             columns = [column] if column else [c for c in ours if c not in parts]
             values = frame[columns].to_numpy(float)
