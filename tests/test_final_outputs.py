@@ -43,3 +43,27 @@ def test_all_and_write_run_info_ask_for_the_final_outputs_and_the_report_holds_n
     assert all(writers[path] == 1 for path in final), [path for path in final if writers[path] != 1]
     reported = {str(path) for rule in workflow.rules for path in rule.output if is_flagged(path, "report")}
     assert reported - PROVENANCE <= set(final), sorted(reported - PROVENANCE - set(final))
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "tests/configs/tiny.yaml"])
+def test_the_readings_are_a_final_output_and_read_what_they_check(config, tmp_path):
+    """The readings table is on the list, and its rule reads the tables whose cells it
+    checks and every file it recomputes per-query APs from: the Table II projectors and
+    their histories, Figures 2-3's histories, the seeds' and JCF's models and records."""
+    with parsed_workflow(config, tmp_path) as workflow:
+        final = workflow.globals["final_outputs"]()
+        tables = workflow.globals["table_files"]("readings")
+        rules = {rule.name: rule for rule in workflow.rules}
+    assert set(tables) <= set(final)
+    assert set(map(str, rules["readings"].output)) == set(tables)
+    inputs = set(map(str, rules["readings"].input))
+    assert {f"results/tables/{name}.csv" for name in ("table1", "table2", "costs")} <= inputs
+    histories = {str(path) for path in rules["table2"].input if str(path).startswith("results/sparse/")}
+    assert histories | {path.removesuffix(".csv") + ".npz" for path in histories} <= inputs
+    assert {str(path) for path in rules["convergence_figures"].input} <= inputs
+    seeds = {str(path) for path in rules["seeds_comparison"].input if "tfidf" in str(path) or "similarity" in str(path)}
+    assert seeds and seeds <= inputs
+    assert {path.removesuffix(".json") + ".npz" for path in seeds if path != "results/seeds/tfidf.json"} <= inputs
+    jcf = {str(path) for path in rules["jcf_report"].input if "/jcf/" in str(path) and "random" not in str(path)}
+    assert jcf and jcf <= inputs
+    assert {path.removesuffix(".json") + ".npz" for path in jcf if "pooling" not in path} <= inputs

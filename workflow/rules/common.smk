@@ -282,7 +282,7 @@ def final_outputs():
     """The tables and figures the run ends with, as their files: the one list of them.
     Rule all asks for them, write_run_info waits for them; the rule that writes each
     declares it with :func:`report_table` or :func:`report_figure`."""
-    tables = ["table1", "table2", "table2_dot", "table2_ablation", "costs"]
+    tables = ["table1", "table2", "table2_dot", "table2_ablation", "costs", "readings"]
     figures = [*CONVERGENCE_FIGURES, "retrievals"]
     if seeds_enabled():
         tables += ["seeds_comparison", "frontier"]
