@@ -71,7 +71,7 @@ def run_rule(smk, stage):
 #: errno of a write that found no room: a full disk, or a user's quota.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 #: What a run writes under results/, measured (docs/data.md, "Disk space").
-RESULTS_ROOM = "a default run's results/ take about 0.15 GB, a Holidays-scale run's several GB"
+RESULTS_ROOM = "a default run's results/ take 1.1 GB, a Holidays-scale run's several GB"
 
 
 def disk_full_message(error, outputs):
