@@ -77,7 +77,10 @@ def test_a_job_ends_when_snakemake_is_killed(tmp_path):
         text=True,
     )
     child = int(parent.stdout.readline())
-    time.sleep(1.0)  # the job has started its watch
+    log = tmp_path / "job.log"
+    deadline = time.monotonic() + 60
+    while not log.exists() and time.monotonic() < deadline:  # run_rule opens it after starting its watch
+        time.sleep(0.1)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 15
@@ -90,7 +93,7 @@ def test_a_job_ends_when_snakemake_is_killed(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the job outlived its killed parent by 15 s")
-    assert "is gone: ending this job" in (tmp_path / "job.log").read_text()
+    assert "is gone: ending this job" in log.read_text()
 
 
 @pytest.mark.workflow
