@@ -113,10 +113,12 @@ def size_problems(limits, counts):
     # so PCA to R needs R < N - 1 to keep a margin.
     largest_dim = n_train - 2
     for key, values in limits["dims"].items():
-        too_large = sorted(R for R in (values if isinstance(values, list) else [values]) if R > largest_dim)
+        listed = values if isinstance(values, list) else [values]
+        too_large = sorted(R for R in listed if R > largest_dim)
         if too_large:
+            shown = too_large if isinstance(values, list) else values
             problems.append(
-                f"{key}: {too_large if isinstance(values, list) else values} too large for PCA on {n_train} training images (R <= N - 2 = "
+                f"{key}: {shown} too large for PCA on {n_train} training images (R <= N - 2 = "
                 f"{largest_dim}: the centred training matrix has rank N - 1 at most); use at most "
                 f"{largest_dim}, or a larger data set"
             )
