@@ -71,4 +71,3 @@ rule index_dataset:
         limits=size_limits(config),
     script:
         "../scripts/index_dataset.py"
-
