@@ -406,3 +406,15 @@ def test_readings_of_the_tiny_run_cover_every_finding_and_recompute_tables_i_and
     for name, a, b in zip(full["Cell"], full["Value A"], full["Value B"]):
         K = name.removeprefix("K=")
         assert (a, b) == (table1.loc[f"FV-{K}", "Full"], table1.loc[f"VLAD-{K}", "Full"])
+
+
+@pytest.mark.workflow
+def test_the_readings_are_in_the_html_report_with_their_caption(tiny_run):
+    from .conftest import REPO, run_snakemake
+
+    report = tiny_run / "readings_report.html"
+    tiny = str(REPO / "tests/configs/tiny.yaml")
+    result = run_snakemake(tiny_run, "--configfile", tiny, "--report", str(report), check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = report.read_text(errors="replace")
+    assert "readings.csv" in html and "paired percentile bootstrap" in html
