@@ -9,6 +9,7 @@ inline code are skipped, so code that looks like a link is not taken for one.
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +85,18 @@ def test_readme_links_each_docs_page(page):
     assert (ROOT / "docs" / f"{page}.md").is_file(), f"docs/{page}.md is missing"
     targets = {target.split("#", 1)[0] for target in links(README.read_text(encoding="utf-8"))}
     assert f"docs/{page}.md" in targets, f"README.md does not link docs/{page}.md"
+
+
+def test_the_readme_quotes_the_stored_reference_run():
+    """Tables I-II and the readings in the README are docs/reference_run's, as
+    tools/reference_readme.py writes them: a hand edit or a stale block fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reference_readme", ROOT / "tools" / "reference_readme.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main(["--check"]) == 0, "README.md disagrees with docs/reference_run: run tools/reference_readme.py"
+    block = README.read_text(encoding="utf-8").split(tool.BEGIN)[1].split(tool.END)[0]
+    readings = pd.read_csv(ROOT / "docs" / "reference_run" / "readings.csv")
+    for verdict in readings["Verdict"].dropna():
+        assert f"| {verdict} " in block

@@ -981,3 +981,12 @@ PAPER_FINDINGS = [
         reference=True,
     ),
 ]
+
+
+def summary_table(table):
+    """The findings of a readings table (:func:`readings_table`, or its CSV read back)
+    without their cells, as Markdown: section, claim, verdict and the counts behind it.
+    The README quotes the documented run's through it (``tools/reference_readme.py``)."""
+    findings = table[table["Verdict"].notna() & (table["Verdict"] != "")]
+    frame = findings[["Section", "Claim", "Verdict", "Counts"]].rename(columns={"Counts": "Cells behind it"})
+    return frame.to_markdown(index=False)
