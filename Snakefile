@@ -18,6 +18,7 @@ include: "workflow/rules/sparse.smk"
 include: "workflow/rules/seeds.smk"
 include: "workflow/rules/jcf.smk"
 include: "workflow/rules/readings.smk"
+include: "workflow/rules/browse.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -279,7 +279,8 @@ CONVERGENCE_FIGURES = {"fig2": "Figure 2", "fig3": "Figure 3", "fig4": "Figure 4
 
 
 def final_outputs():
-    """The tables and figures the run ends with, as their files: the one list of them.
+    """The tables and figures the run ends with, as their files, and the retrieval
+    browser's page: the one list of them.
     Rule all asks for them, write_run_info waits for them; the rule that writes each
     declares it with :func:`report_table` or :func:`report_figure`."""
     tables = ["table1", "table2", "table2_dot", "table2_ablation", "costs", "readings"]
@@ -290,9 +291,13 @@ def final_outputs():
     if jcf_enabled():
         tables.append("jcf")
         figures.append("jcf_recall_vs_parameters")
-    return [path for name in tables for path in table_files(name)] + [
-        path for name in figures for path in figure_files(name)
-    ]
+    # The retrieval browser of browse.smk, its page and data (thumbs/ beside them).
+    browser = ["results/browse/index.html", "results/browse/data.js"]
+    return (
+        [path for name in tables for path in table_files(name)]
+        + [path for name in figures for path in figure_files(name)]
+        + browser
+    )
 
 
 def table_files(name):
