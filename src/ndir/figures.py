@@ -134,47 +134,164 @@ def seeds_comparison_figure(records, stem):
     _save(fig, stem)
 
 
+#: The frontier's colours: a hue per kind of method (the first kind whose prefix starts
+#: the family), four shades of it (colormap, first index), one per family of that kind.
+FRONTIER_KINDS = (
+    (("sparse rank",), "tab20b", 12),
+    (("thresholded PCA",), "tab20c", 8),
+    (("PCA", "whitened PCA"), "tab20c", 0),
+    (("random sparse", "Gaussian RP"), "tab20c", 16),
+    (("PQ",), "tab20c", 12),
+    (("SOML",), "tab20c", 4),
+    (("tf-idf", "sparse similarity matrix"), "tab20b", 4),
+    (("second-order pooling", "codebook second-order pooling"), "tab20b", 0),
+    (("factorised", "JCF"), "tab20b", 16),
+    (("",), "tab20b", 8),
+)
+#: The frontier's markers, one per input (signature), in the inputs' sorted order.
+FRONTIER_MARKERS = "osD^v<>P"
+
+
+def frontier_styles(records):
+    """Colour and marker of each row of the seeds comparison's ``records``: a hue per
+    kind of method (:data:`FRONTIER_KINDS`), a shade per family within it
+    (:func:`ndir.report.method_family`: tau = 0.99 and 0.9 of one kind are two shades),
+    a marker per input. Returns a DataFrame (``records``' index) with ``family``,
+    ``input`` (:func:`ndir.report.input_label`), ``colour`` (``#rrggbb``) and ``marker``;
+    the figure and the retrieval browser draw with it."""
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ndir.report import input_label, method_family
+
+    families = records["method"].map(method_family)
+    inputs = records["signature"].map(input_label)
+
+    def kind(family):
+        return next(i for i, (prefixes, _, _) in enumerate(FRONTIER_KINDS) if family.startswith(prefixes))
+
+    colour = {}
+    for family in sorted(set(families), key=lambda f: (kind(f), f), reverse=True):
+        prefixes, cmap, first = FRONTIER_KINDS[kind(family)]
+        shade = sum(kind(other) == kind(family) for other in colour) % 4
+        colour[family] = to_hex(_colours(cmap)[first + shade])
+    marker = dict(zip(sorted(set(inputs)), itertools.cycle(FRONTIER_MARKERS)))
+    return pd.DataFrame(
+        {"family": families, "input": inputs, "colour": families.map(colour), "marker": inputs.map(marker)},
+        index=records.index,
+    )
+
+
 def frontier_figure(records, fronts, summaries, costs, stem):
     """Test mAP (%) against each cost of ``costs`` (log scale), one panel each.
 
     ``records``: the comparison's rows (see :mod:`ndir.comparison`), one marker per
-    method and setting, a colour per method family and a marker per input; ``fronts``
-    ``{cost: mask}`` of each panel's Pareto front, drawn as a step line through its
-    points (circled); ``summaries`` ``{cost: sentence}`` printed under the panels.
+    method and setting, coloured by method family and shaped by input
+    (:func:`frontier_styles`: two legends under the panels, inside the figure);
+    ``fronts`` ``{cost: mask}`` of each panel's Pareto front, drawn as a step line
+    through its points, circled and labelled with their method and input;
+    ``summaries`` ``{cost: sentence}`` printed under the legends.
     """
-    from ndir.report import input_label, method_family
+    from matplotlib.lines import Line2D
 
-    records = records.assign(family=records["method"].map(method_family))
-    families = sorted(records["family"].unique())
-    palette = [cm for name in ("tab20", "tab20b") for cm in _colours(name)]
-    colours = {family: palette[i % len(palette)] for i, family in enumerate(families)}
-    markers = dict(zip(sorted(records["signature"].unique()), itertools.cycle("osD^v<>pPX*h")))
-    fig = _figure(figsize=(14, 7.5))
-    grid = fig.add_gridspec(2, len(costs), height_ratios=[5, 1])
+    styles = frontier_styles(records)
+    fig = _figure(figsize=(14, 9.5))
+    grid = fig.add_gridspec(3, len(costs), height_ratios=[5.6, 1.3, 0.7])
+    labels = []
     for i, (cost, unit) in enumerate(costs.items()):
         ax = fig.add_subplot(grid[0, i])
-        for (family, signature), rows in records.groupby(["family", "signature"], sort=True):
-            ax.scatter(
-                rows[cost],
-                100 * rows["test_map"],
-                marker=markers[signature],
-                color=colours[family],
-                s=28,
-                label=f"{family} ({input_label(signature)})" if i == 0 else None,
-            )
+        for (colour, marker), rows in records.groupby([styles["colour"], styles["marker"]], sort=True):
+            ax.scatter(rows[cost], 100 * rows["test_map"], marker=marker, color=colour, s=30, edgecolors="0.25",
+                       linewidths=0.4)  # fmt: skip
         front = records[fronts[cost]].sort_values(cost)
-        ax.plot(front[cost], 100 * front["test_map"], drawstyle="steps-post", color="black", lw=1.2, label=None)
-        ax.scatter(front[cost], 100 * front["test_map"], s=120, facecolors="none", edgecolors="black", lw=1.2)
+        ax.plot(front[cost], 100 * front["test_map"], drawstyle="steps-post", color="black", lw=1.2)
+        ax.scatter(front[cost], 100 * front["test_map"], s=130, facecolors="none", edgecolors="black", lw=1.2)
+        labels.append((ax, front, cost))
         ax.set_xscale("log")
         ax.set(xlabel=f"{unit} (log scale)", ylabel="test mAP (%)")
-        ax.set_title(f"({'ab'[i]}) mAP against {unit}; Pareto front in black")
+        ax.set_title(f"({'ab'[i]}) mAP against {unit}; Pareto front in black, labelled")
         ax.grid(alpha=0.3, which="both")
-    fig.legend(loc="outside right upper", fontsize="xx-small", ncol=1)
-    text = fig.add_subplot(grid[1, :])
+    legend_ax = fig.add_subplot(grid[1, :])
+    legend_ax.axis("off")
+    family_colours = dict(zip(styles["family"], styles["colour"]))
+    input_markers = dict(zip(styles["input"], styles["marker"]))
+    swatch = dict(linestyle="none", markersize=8, markeredgecolor="0.25", markeredgewidth=0.4)
+    families = legend_ax.legend(
+        [Line2D([], [], marker="o", color=family_colours[f], **swatch) for f in sorted(family_colours)],
+        sorted(family_colours),
+        title="colour: method family",
+        loc="upper left",
+        ncol=4,
+        fontsize="small",
+        frameon=False,
+    )
+    legend_ax.add_artist(families)
+    legend_ax.legend(
+        [Line2D([], [], marker=input_markers[i], color="0.55", **swatch) for i in sorted(input_markers)],
+        sorted(input_markers),
+        title="marker: input",
+        loc="upper right",
+        ncol=1,
+        fontsize="small",
+        frameon=False,
+    )
+    text = fig.add_subplot(grid[2, :])
     text.axis("off")
     lines = [f"Front by {unit}: {summaries[cost]}." for cost, unit in costs.items()]
-    text.text(0, 1, "\n".join(textwrap.fill(line, 200) for line in lines), va="top", fontsize="x-small", wrap=True)
+    text.text(0, 1, "\n".join(textwrap.fill(line, 190) for line in lines), va="top", fontsize="x-small")
+    fig.draw_without_rendering()  # the constrained layout places the panels, then the labels go in
+    for ax, front, cost in labels:
+        _label_front(ax, front, cost, styles)
     _save(fig, stem)
+
+
+#: Where a front point's label may go, in points from the point: beside it, then
+#: further below (a front climbs along the top left of its panel; below is free).
+_LABEL_OFFSETS = [(dx, dy) for dy in (-9, 9, -23, 23, *range(-37, -200, -14)) for dx in (9, -9)]
+
+
+def _label_front(ax, front, cost, styles):
+    """Write each front point's method and input beside it, at the first of
+    :data:`_LABEL_OFFSETS` where the label stays inside the panel and overlaps neither
+    a label already written nor a front point (cheapest point first; where none is
+    free, the one that overlaps fewest); a label set further away is joined to its
+    point by a thin line."""
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
+    box = ax.get_window_extent()
+    pixels = ax.transData.transform(np.column_stack([front[cost], 100 * front["test_map"]]))
+    radius = 8 * ax.figure.dpi / 72
+    taken = [Bbox.from_extents(x - radius, y - radius, x + radius, y + radius) for x, y in pixels]
+    for index, row in front.iterrows():
+        best = None
+        for dx, dy in _LABEL_OFFSETS:
+            far = abs(dy) > 9
+            label = ax.annotate(
+                f"{row['method']} ({styles.loc[index, 'input']})",
+                (row[cost], 100 * row["test_map"]),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left" if dx > 0 else "right",
+                va="center",
+                bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85),
+                arrowprops=dict(arrowstyle="-", color="0.4", lw=0.5, shrinkA=0, shrinkB=5) if far else None,
+            )
+            label.set_in_layout(False)
+            label.get_window_extent()  # places the text
+            extent = Text.get_window_extent(label).padded(4)  # the text alone, not its line
+            inside = box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0 and extent.y1 <= box.y1
+            overlaps = sum(extent.overlaps(other) for other in taken) + (0 if inside else len(taken) + 1)
+            if best is None or overlaps < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (overlaps, label, extent)
+            else:
+                label.remove()
+            if overlaps == 0:
+                break
+        taken.append(best[2])
 
 
 def _colours(name):
