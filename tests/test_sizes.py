@@ -2,17 +2,17 @@
 any job: each names its key and the largest value that fits, and that value passes."""
 
 import shutil
+import time
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 import yaml
 
+from ndir.data import build_embedded_dataset
 from ndir.errors import ConfigError
 from ndir.sizes import SplitCounts, check_sizes, precheck_dataset, size_limits, size_problems
 
-REPO = Path(__file__).resolve().parents[1]
+from .conftest import REPO, run_snakemake
 
 
 def default_config(**overrides):
@@ -106,24 +106,27 @@ def test_codewords_beyond_the_descriptor_sample_and_lonely_sides_are_refused():
         check_sizes(limits, SplitCounts(20, 1, 5, 8000), "where")
 
 
-def _folders(root, n_groups, per_group=3):
-    rng = np.random.default_rng(0)
-    for group in range(n_groups):
-        (root / f"g{group:02d}").mkdir(parents=True)
-        for view in range(per_group):
-            cv2.imwrite(str(root / f"g{group:02d}" / f"{view}.jpg"), rng.integers(0, 255, (64, 64), dtype=np.uint8))
+def _folders(root, n_groups, seed=1):
+    """A folders set cut from the shipped photos by the embedded set's recipe, one
+    sub-folder per scene (as a user's own near-duplicate photos)."""
+    flat = root.with_name(root.name + "-flat")
+    table = build_embedded_dataset(flat, n_groups=n_groups, seed=seed, view_size=96)
+    for path, group in zip(table["path"], table["group"]):
+        scene = root / f"scene{int(group) % 1000:03d}"  # Holidays' groups: 1000, 1001, ...
+        scene.mkdir(parents=True, exist_ok=True)
+        shutil.move(flat / Path(path).name, scene / Path(path).name)
     return root
 
 
 def test_a_folders_set_on_disk_is_checked_as_the_config_is_read(tmp_path):
     root = _folders(tmp_path / "photos", n_groups=10)
     (root / "lonely").mkdir()
-    shutil.copy(root / "g00" / "0.jpg", root / "lonely" / "only.jpg")  # a group of one is dropped
+    shutil.copy(next((root / "scene000").iterdir()), root / "lonely" / "only.jpg")  # a group of one is dropped
     config = default_config(**{"dataset.kind": "folders", "dataset.path": str(root)})
     with pytest.raises(ConfigError) as refused:
         precheck_dataset(config)
     message = str(refused.value)
-    assert message.startswith(f"dataset.path: {root}: 18 training images in 6 groups, 4 test groups")
+    assert message.startswith(f"dataset.path: {root}: ") and "training images in 6 groups, 4 test groups" in message
     assert "baseline.pq.nbits: 8" in message and "configs/small.yaml" in message
     # configs/small.yaml fits a set this small.
     small = yaml.safe_load((REPO / "configs" / "small.yaml").read_text())
@@ -132,3 +135,24 @@ def test_a_folders_set_on_disk_is_checked_as_the_config_is_read(tmp_path):
     precheck_dataset(config)
     # The embedded set is checked when index_dataset has built and split it.
     precheck_dataset(default_config())
+
+
+def test_a_run_on_too_small_a_set_stops_before_its_first_job(tmp_path):
+    """The newcomer's case: the default config on ~100 photos of their own stops as
+    Snakemake reads it, naming the keys, instead of failing minutes later."""
+    root = _folders(tmp_path / "photos", n_groups=32, seed=2)
+    started = time.monotonic()
+    default = ["--configfile", str(REPO / "config.yaml")]
+    run = run_snakemake(tmp_path, "-n", *default, "--config", f"dataset={{kind: folders, path: {root}}}", check=False)
+    assert run.returncode != 0 and time.monotonic() - started < 60
+    said = run.stdout + run.stderr
+    assert "baseline.pq.nbits: 8 asks for 2^8 = 256 training images" in said, said[-3000:]
+    small = run_snakemake(
+        tmp_path,
+        "-n",
+        "--configfile",
+        str(REPO / "configs/small.yaml"),
+        "--config",
+        f"dataset={{kind: folders, path: {root}}}",
+    )
+    assert "readings" in small.stdout
