@@ -1,10 +1,11 @@
-"""Write the README's block of the documented default run from docs/reference_run/:
-Tables I and II and the readings of the paper's findings (``ndir.readings``).
+"""Write the block of the documented default run from docs/reference_run/ into README.md
+and docs/results.md: Tables I and II and the readings of the paper's findings
+(``ndir.readings``).
 
-    python tools/reference_readme.py          # rewrite the block in README.md
-    python tools/reference_readme.py --check  # exit 1 if the README disagrees
+    python tools/reference_readme.py          # rewrite the block in both pages
+    python tools/reference_readme.py --check  # exit 1 if a page disagrees
 
-tests/test_docs.py runs the check: the README's figures are the stored run's, never typed.
+tests/test_docs.py runs the check: the pages' figures are the stored run's, never typed.
 """
 
 import argparse
@@ -18,6 +19,8 @@ from ndir.readings import summary_table
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: The pages that quote the documented run, between :data:`BEGIN` and :data:`END`.
+PAGES = (README, ROOT / "docs" / "results.md")
 RUN = ROOT / "docs" / "reference_run"
 BEGIN = "<!-- reference run: written by tools/reference_readme.py from docs/reference_run; do not edit -->"
 END = "<!-- end of the reference run -->"
@@ -51,17 +54,21 @@ def replaced(text, run=RUN):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check that README.md is up to date")
+    parser.add_argument("--check", action="store_true", help="only check that the pages are up to date")
     args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    new = replaced(text)
-    if args.check:
-        if new != text:
-            print("README.md: the reference run's block differs from docs/reference_run; run tools/reference_readme.py")
-            return 1
-        return 0
-    README.write_text(new, encoding="utf-8")
-    return 0
+    stale = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        new = replaced(text)
+        if new == text:
+            continue
+        if args.check:
+            stale.append(page.relative_to(ROOT).as_posix())
+        else:
+            page.write_text(new, encoding="utf-8")
+    for page in stale:
+        print(f"{page}: the reference run's block differs from docs/reference_run; run tools/reference_readme.py")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
