@@ -56,9 +56,8 @@ _REFRESH_EVERY = 100
 # most this fraction of the training set, and multiplies the whole X otherwise.
 _GATHER_ROWS_MAX = 0.25
 # Fraction of non-zeros of U above which dense BLAS computes X U faster than the
-# threaded sparse product (measured on 2 cores at D = 81,920, N = 745, R = 256: dense
-# 0.19 s whatever the sparsity, sparse 0.16 s at 10 % and 0.03 s at 1 % of non-zeros;
-# benchmarks/bench_sparse_rank.py). SparseRankProjector.transform uses it too.
+# threaded sparse product (benchmarks/bench_sparse_rank.py measures both).
+# SparseRankProjector.transform uses it too.
 SPARSE_DENSITY_MAX = 0.12
 # Images per block of X^T in the sparse X U: the block of Y^T a thread accumulates into,
 # (R / n_jobs) x 256 float32, then stays in a 512 KiB L2 cache for R = 256 on 2 threads

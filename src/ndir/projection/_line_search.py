@@ -42,9 +42,8 @@ _ENTERING_CANDIDATES = 64
 _THRESHOLD_SAMPLE = 4096
 # Supports of at least this many entries (M R) select the trials' kept entries near the
 # threshold only (ProjectedLine._near_threshold); smaller ones among all M + C
-# candidates, faster there. Per trial on the default run's signatures (N = 325), near /
-# all: 0.66 / 0.50 ms at M R = 1,632; 0.96 / 0.80 at 13,120; 1.88 / 2.09 at 104,960;
-# 13.1 / 21.8 at 1,048,576.
+# candidates, which is faster below about this size (measured per trial on the default
+# run's signatures).
 _NEAR_SELECTION_MIN = 50_000
 # Pairs of candidates and near entries per column that a trial compares first
 # (ProjectedLine._compare doubles them until the entering ones are all found).

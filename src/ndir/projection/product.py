@@ -20,31 +20,12 @@ is a fixed sequence of float32 operations set by U and :data:`TILE_FEATURES` alo
 scipy's kernel adds the features of a tile in order, one row of the tile at a time, and
 the tiles' partial sums are added in order. The result for a signature is therefore the
 same to the last bit whatever the other signatures of the batch, their number, their
-order and the threads. (Up to ab1a440, up to 16 signatures went straight through U^T,
-a single sum over all features that rounds otherwise; that path is gone: it saved the
-conversion of U, 1.3 ms at tau = 0.99 and 22 ms at tau = 0.9.) Projectors too dense
-for this product go through :func:`float64_product`, which gives the same guarantee up
-to ties of rounding.
+order and the threads. (No shortcut straight through U^T for small batches: a single sum
+over all features rounds otherwise.) Projectors too dense for this product go through
+:func:`float64_product`, which gives the same guarantee up to ties of rounding.
 
-Measured on this 2-core machine (AMD EPYC, 512 KiB L2 per core) at D = 81,920, R = 256,
-tau = 0.99 (M = 819, scipy.sparse.random U given CSC), one thread, min of 5 runs while
-other jobs kept the load average near 2: dense BLAS 0.354 s for n = 745 and 0.708 s for
-n = 1,491; the former product (blocks of 16 signatures transposed whole, U^T CSR by
-projector) 0.142 and 0.263 s (2.5x, 2.7x); this one with numpy's transposition (strips of
-8 signatures, the fastest of 2 to 32 rows and of complex128 views, BLAS ``scopy`` with a
-stride, ``matmul`` by an identity, one numpy call per tile) 0.088 and 0.168 s (4.0x,
-4.2x), of which the transpositions took about 0.054 s and the kernel 0.027 s for
-n = 745, and the conversion of U 1.3 ms. ``cv2.transpose`` into the same buffers gives the
-same bits 2.4x faster (all 1,491 tiles: 0.105 against 0.043 s): the products, alternated
-5 times the same hour, 1 / 2 threads, n = 745: 92.5 / 58.6 -> 61.2 / 38.8 ms; n = 1,491:
-172.4 / 101.5 -> 118.5 / 61.9 ms, against dense BLAS 348.6 / 184.2 and 682.1 / 351.3 ms
-(5.7x / 4.7x and 5.8x / 5.7x). Tiles of 2,048 to 16,384 features and blocks of 32 to 128
-rows were within noise of each other, a tile of the whole width twice as slow at 64 rows;
-the kernel on blocks of 16, 32 and 64 transposed signatures took 0.056, 0.037 and 0.027 s
-(CSR by projector: 0.056, 0.060, 0.099 s). One signature: 0.23 ms straight through U^T
-against 1.3 ms for the conversion alone (22 ms at tau = 0.9); 16: 3.6 ms against 9.7 ms
-tiled, 24: 16 ms against 10 ms (numpy's transposition). ``benchmarks/peers.py`` and the
-cost table of ``benchmarks/bench_sparse_rank.py`` measure it again on each run.
+``benchmarks/peers.py`` and the cost table of ``benchmarks/bench_sparse_rank.py`` time
+this product against dense BLAS; the current figures are in docs/performance.md.
 """
 
 from concurrent.futures import ThreadPoolExecutor

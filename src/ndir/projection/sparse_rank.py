@@ -85,11 +85,8 @@ LINE_SEARCHES = ("projected", "dense")
 # transform() goes through the sparse U (ndir.projection.product) for any batch when at
 # most SPARSE_DENSITY_MAX of U is non-zero, through float64 BLAS otherwise: the path, and
 # so each row's bits, must not depend on the batch (a row's projection does not change
-# with its batch-mates). Measured on 1 thread at D = 81,920, R = 256 against float32
-# dense BLAS, beside other light jobs (17 / 64 / 325 / 745 / 1,491 rows): the tiled
-# sparse product is 1.0 / 1.4 / 2.5 / 2.6 / 3.0x at 4 % non-zeros, 0.5 / 0.7 / 1.1 /
-# 1.1 / 1.5x at 10 %, below 1 at 20 %; float64 BLAS takes about twice float32's time, so
-# the sparse product is the faster of the two batch-independent ones up to 12 %.
+# with its batch-mates). Up to that density the sparse product is the faster of the two
+# batch-independent paths (docs/performance.md, "Batch projection"; benchmarks/peers.py).
 
 
 #: Why a training stopped (``SparseRankProjector.stop_reason_``), worded for a figure's legend.
