@@ -1,9 +1,13 @@
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# config.yaml of this repository, wherever the run's folder (-d) is: the one home of every
+# value, which --configfile and --config override key by key.
+configfile: Path(workflow.basedir) / "config.yaml"
 
 
 report: "workflow/report/workflow.rst"

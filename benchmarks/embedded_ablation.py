@@ -161,6 +161,7 @@ def encode_variant(variant, config, workdir):
         seed,
         descriptors,
         max(config["baseline"]["dims"]),
+        download_record=None,
     )
     sample, pca = work / "sample.npy", work / "pca.npz"
     settings = config["codebooks"]

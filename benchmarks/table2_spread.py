@@ -93,6 +93,7 @@ def final_test_map(run, config, encoding, K, R, tau, seed):
             eval_every=settings["eval_every"],
             seed=seed,
             flat_map_evaluations=settings["flat_map_evaluations"],
+            ns_score=False,
         )
         return 100 * final_maps([stem.with_suffix(".csv")], scoring="l2")["final"].iloc[0]
 

@@ -164,3 +164,89 @@ def test_pq_bytes_that_are_no_whole_number_of_indices_are_named():
     config["baseline"]["pq"] = {"bytes": [8, 3], "nbits": 16, "subvector_dims": 2}
     with pytest.raises(ConfigError, match=r"baseline.pq.bytes: \[3\] bytes are no whole number of 16-bit"):
         check_config(config)
+
+
+# --------------------------------------------------------------------------- one home per default
+
+
+def _schema_keys(schema, path=""):
+    """Every key the schema describes, as dotted paths (objects inside lists left out)."""
+    for key, sub in schema.get("properties", {}).items():
+        dotted = f"{path}.{key}" if path else key
+        yield dotted, sub
+        yield from _schema_keys(sub, dotted)
+
+
+def test_every_default_lives_in_config_yaml_alone():
+    """The schema has types, ranges and descriptions but no default, and config.yaml
+    gives every key the schema describes a value (a key added to one and not the other fails)."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for dotted, sub in _schema_keys(SCHEMA):
+        assert "default" not in sub, f"{dotted}: a default in the schema; its value belongs in config.yaml"
+        parent, _, key = dotted.rpartition(".")
+        node = config
+        for part in parent.split(".") if parent else []:
+            node = node[part]
+            if node is None:  # a nullable object left null (dataset.keep_together)
+                break
+        else:
+            assert key in node, f"{dotted}: described by the schema, but config.yaml gives it no value"
+
+
+def test_a_key_missing_after_the_merge_is_named_not_filled_in():
+    from ndir.config import merged, raise_schema_errors, require_every_key
+    from ndir.errors import ConfigError
+
+    schema = require_every_key(yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text()))
+    config = merged(yaml.safe_load((REPO / "config.yaml").read_text()), {"sparse": {"dims": [16]}})
+    raise_schema_errors(config, schema)
+    assert config["sparse"]["dims"] == [16] and config["sparse"]["max_iter"] == 200  # merged key by key
+    del config["sparse"]["max_iter"]
+    with pytest.raises(ConfigError, match=r"sparse: 'max_iter' is a required property"):
+        raise_schema_errors(config, schema)
+
+
+def _rule_params():
+    """``{rule: (param names, the stage function its shim runs)}`` of every script rule."""
+    import ast
+    import importlib
+    import re
+
+    found = {}
+    for smk in sorted((REPO / "workflow/rules").glob("*.smk")):
+        for rule in re.finditer(r"^rule (\w+):\n((?:    .*\n|\n)*)", smk.read_text(), re.M):
+            body = rule.group(2)
+            params = re.search(r"^    params:\n((?:        .*\n|\n)*)", body, re.M)
+            script = re.search(r'script:\n\s+"\.\./scripts/(\w+)\.py"', body)
+            if not (params and script):
+                continue
+            shim = ast.parse((REPO / "workflow/scripts" / f"{script.group(1)}.py").read_text())
+            modules = {
+                alias.name: node.module
+                for node in shim.body
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names
+            }
+            call = next(
+                node
+                for node in ast.walk(shim)
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "run_rule"
+            )
+            name = call.args[1].id
+            stage = getattr(importlib.import_module(modules[name]), name)
+            found[rule.group(1)] = (set(re.findall(r"^        (\w+)=", params.group(1), re.M)), stage)
+    return found
+
+
+def test_stage_functions_take_no_default_for_what_a_rule_passes():
+    import inspect
+
+    rules = _rule_params()
+    assert {"train_sparse_projector", "train_jcf", "index_dataset", "readings"} <= set(rules)
+    defaulted = [
+        f"{rule}: {stage.__module__}.{stage.__name__}({parameter.name}={parameter.default!r})"
+        for rule, (params, stage) in rules.items()
+        for parameter in inspect.signature(stage).parameters.values()
+        if parameter.name in params and parameter.default is not inspect.Parameter.empty
+    ]
+    assert not defaulted, "a second home for values config.yaml passes: " + "; ".join(defaulted)

@@ -103,7 +103,7 @@ def test_the_pca_baseline_stage_scores_ns_on_ukbench_only(tmp_path):
     test = split == "test"
     assert rows.loc[0, "ns"] == pytest.approx(ns_score(X[test], groups[test], np.ones(24, bool)))
     assert rows["ns"].between(1, 4).all() and rows.loc[0, "n_queries"] == 24
-    evaluate_pca_baseline(results=tmp_path / "holidays.csv", **args)
+    evaluate_pca_baseline(results=tmp_path / "holidays.csv", ns_score=False, **args)
     assert pd.read_csv(tmp_path / "holidays.csv")["ns"].isna().all()
 
 
@@ -144,6 +144,7 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
         codebook_size=16,
         max_iter=20,
         ns_score=True,
+        flat_map_evaluations=None,
         **SMALL_TRAINING,
     )
     curve = pd.read_csv(history)
@@ -160,7 +161,18 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
     # Table II (both scorings) shows each final N-S, out of 4, beside its mAP.
     baselines = tmp_path / "baselines.csv"
     evaluate_reduction_baselines(
-        tmp_path / "images.csv", tmp_path / "fv-16.npy", baselines, "fv-16", [4], [0.5], [0], None, 8, 2, 0
+        tmp_path / "images.csv",
+        tmp_path / "fv-16.npy",
+        baselines,
+        "fv-16",
+        [4],
+        [0.5],
+        [0],
+        None,
+        8,
+        2,
+        0,
+        ns_score=False,
     )
     report = {"kind": "ukbench", "n_groups": 16, "splits": {"test": {"n_groups": 8, "n_images": 32, "n_queries": 32}}}
     (tmp_path / "report.json").write_text(json.dumps(report))
@@ -194,6 +206,7 @@ def test_every_ukbench_test_image_counts_as_a_test_query(tmp_path):
         seed=0,
         descriptors={"max_width": 512, "step": 4, "cell_sizes": [4, 8]},
         limits=size_limits_for(4),
+        download_record=None,
     )
     assert n_test_queries(out["report.json"]) == 16  # 4 groups of 4 images, each a query
 
@@ -242,7 +255,7 @@ def test_the_seeds_comparison_scores_ns_on_ukbench_only(tmp_path):
     projector, history = tmp_path / "fv-16" / "R4-tau0.5.npz", tmp_path / "fv-16" / "R4-tau0.5.csv"
     train_sparse_projector(
         images=paths["images"], signatures=paths["signatures"], projector=projector, history=history, encoding="fv",
-        codebook_size=16, max_iter=10, ns_score=True, **SMALL_TRAINING,
+        codebook_size=16, max_iter=10, ns_score=True, flat_map_evaluations=None, **SMALL_TRAINING,
     )  # fmt: skip
 
     def compare(folder, ns):
@@ -357,6 +370,7 @@ def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):  # n
     train_jcf(
         small_set["images"], small_set["features"], **out, n_clusters=1, n_components=3, n_shared=None, margin=0.3,
         learning_rate=0.2, epochs=1, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4, seed=0, ns_score=True,
+        posterior_threshold=0.0,
     )  # fmt: skip
     for path in (tmp_path / "pooling.json", out["record"], out["random_record"]):
         assert 1 <= json.loads(path.read_text())["test_ns"] <= 3, path.name

@@ -49,6 +49,7 @@ def _index(folder, tmp_path, max_dim=4, keep_together=None, kind="holidays"):
         seed=0,
         descriptors=DESCRIPTORS,
         limits=size_limits_for(max_dim),
+        download_record=None,
     )
     return (
         pd.read_csv(outputs["images.csv"]),
@@ -275,7 +276,7 @@ def test_table1_rows_carry_95_percent_intervals_printed_when_queries_are_few(tmp
     centres = rng.normal(size=(24, 16))
     np.save(tmp_path / "fv-8.npy", (centres[groups] + 1.2 * rng.normal(size=(groups.size, 16))).astype(np.float32))
     results = tmp_path / "fv-8.csv"
-    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "fv-8.npy", results, "fv", 8, dims=[4])
+    evaluate_pca_baseline(tmp_path / "images.csv", tmp_path / "fv-8.npy", results, "fv", 8, dims=[4], ns_score=False)
     rows = pd.read_csv(results)
     X, test_groups, is_query = split_signatures(tmp_path / "images.csv", tmp_path / "fv-8.npy")["test"]
     mean_ap, ap = holidays_map(X, test_groups, is_query, return_per_query=True)
@@ -420,6 +421,7 @@ def test_an_unknown_soml_variant_is_refused_before_training(tmp_path):
             negatives_per_pair=1,
             epochs=1,
             seed=0,
+            ns_score=False,
         )
 
 
@@ -550,7 +552,8 @@ def _call_sites():
         ("vocabulary sample", "sample.npy", descriptors,
          lambda t, f: seeds.fit_visual_vocabulary(f, t / "o", 2, 2, 1, 0)),
         ("word-count shard", "0.npz", count_shard, lambda t, f: seeds.gather_bovw(t / "images.csv", [f], t / "o")),
-        ("word counts", "bovw.npz", counts, lambda t, f: seeds.evaluate_tfidf(t / "images.csv", f, t / "o")),
+        ("word counts", "bovw.npz", counts,
+         lambda t, f: seeds.evaluate_tfidf(t / "images.csv", f, t / "o", ns_score=False)),
         ("signature shard", "0.npz",
          lambda path: np.savez(path, image_id=np.array(["a", "b"]), **{"fv-8": np.ones((2, 8))}),
          lambda t, f: signatures.gather_signatures(t / "images.csv", [f], t / "o", "fv-8")),
@@ -654,6 +657,7 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
             codebook_size=16,
             max_iter=max_iter,
             flat_map_evaluations=flat_map_evaluations,
+            ns_score=False,
             **SMALL_TRAINING,
         )
         return pd.read_csv(tmp_path / f"{name}.csv"), load_projector(tmp_path / f"{name}.npz")[0]
@@ -716,7 +720,7 @@ def test_soml_record_of_dense_signatures(tmp_path, monkeypatch):
     train_soml(
         images=images, signatures=signatures, model=tmp_path / "model.npz", record=tmp_path / "record.json",
         signature="fv-8", variant="tg", options={"learning_rate": 1.0, "l1": 1e-3}, negatives_per_pair=2, epochs=1,
-        seed=0,
+        seed=0, ns_score=False,
     )  # fmt: skip
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["method"] == "SOML-TG" and record["signature"] == "fv-8"
@@ -845,7 +849,7 @@ def test_tfidf_weights_both_splits_by_the_training_splits_idf(tmp_path):
     ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
     sp.save_npz(tmp_path / "bovw.npz", sp.csr_matrix(np.vstack([test, train]).astype(np.float32)))
     start = time.perf_counter()
-    seeds.evaluate_tfidf(tmp_path / "images.csv", tmp_path / "bovw.npz", tmp_path / "record.json")
+    seeds.evaluate_tfidf(tmp_path / "images.csv", tmp_path / "bovw.npz", tmp_path / "record.json", ns_score=False)
     wall = time.perf_counter() - start
     record = json.loads((tmp_path / "record.json").read_text())
     # The idf's fit time lies within the call's wall time (perf_counter() * start would not).
@@ -939,7 +943,7 @@ def test_seeds_comparison_fits_pca_on_the_training_split_and_draws_only_stored_m
     seeds.seeds_comparison(
         images, [tmp_path / "pooling.json", tmp_path / "byte.json"], [signatures], [tmp_path / "R4-tau0.5.npz"],
         [tmp_path / "fv-8/R4-tau0.5.csv"], [], table, [str(tmp_path / "figure.png")], tmp_path / "records.csv",
-        ["fv-8"], [2],
+        ["fv-8"], [2], ns_score=False,
     )  # fmt: skip
     rows = pd.read_csv(tmp_path / "records.csv").set_index("method")
 
@@ -983,7 +987,7 @@ def test_the_similarity_matrix_record_counts_the_databases_words_and_one_norm_pe
     start = time.perf_counter()
     seeds.train_similarity_matrix(
         tmp_path / "images.csv", tmp_path / "bovw.npz", tmp_path / "vocabulary.npz", tmp_path / "M.npz",
-        tmp_path / "record.json", options, seed=0,
+        tmp_path / "record.json", options, seed=0, ns_score=False,
     )  # fmt: skip
     wall = time.perf_counter() - start
     record = json.loads((tmp_path / "record.json").read_text())

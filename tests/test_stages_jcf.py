@@ -162,9 +162,14 @@ def test_second_order_records(small_set, tmp_path, monkeypatch):
     clock = itertools.count(1000.0, 2.0)  # every reading of the stage's clock 2 s after the last
     monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     paths = {n_clusters: tmp_path / f"second_order_pooling-K{n_clusters}.json" for n_clusters in (1, K)}
-    evaluate_second_order(small_set["images"], small_set["features"], paths[1], n_clusters=1)
+    evaluate_second_order(small_set["images"], small_set["features"], paths[1], n_clusters=1, ns_score=False)
     evaluate_second_order(
-        small_set["images"], small_set["features"], paths[K], n_clusters=K, codebook=small_set["codebook"]
+        small_set["images"],
+        small_set["features"],
+        paths[K],
+        n_clusters=K,
+        codebook=small_set["codebook"],
+        ns_score=False,
     )
     plain, with_codebook = (json.loads(path.read_text()) for path in paths.values())
     T = D * (D + 1) // 2
@@ -212,7 +217,7 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
     monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     train_jcf(
         small_set["images"], small_set["features"], **out, codebook=codebook, n_clusters=K_run, epochs=3, seed=seed,
-        **options,
+        ns_score=False, posterior_threshold=0.0, **options,
     )  # fmt: skip
     learned, random = (json.loads(out[name].read_text()) for name in ("record", "random_record"))
     parameters = 2 * R * D * K_run if k is None else 2 * (K_run * k + R * D * k)
@@ -261,7 +266,8 @@ def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
         train_jcf(
             small_set["images"], small_set["features"], **out, codebook=small_set["codebook"],
             n_clusters=8, n_components=2, n_shared=None, margin=0.3, learning_rate=0.05,
-            epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4, seed=0,
+            epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4, seed=0, ns_score=False,
+            posterior_threshold=0.0,
         )  # fmt: skip
 
 

@@ -25,6 +25,38 @@ def signature_dim(encoding, n_clusters, pca_dims):
     return SIGNATURE_FACTOR[encoding] * n_clusters * pca_dims
 
 
+def require_every_key(schema):
+    """``schema`` with every object's properties required, recursively, in place.
+
+    The values of every key live in config.yaml alone (a user's ``--configfile`` and
+    ``--config`` override them key by key), so a key missing after the merge is an
+    error to name, not a default to fill in. Returns ``schema``.
+    """
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            schema["required"] = list(schema["properties"])
+        for value in schema.values():
+            require_every_key(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            require_every_key(value)
+    return schema
+
+
+def merged(base, *overrides):
+    """``base`` updated key by key with each of ``overrides`` in turn (nested dicts
+    merged, other values replaced), as Snakemake merges ``--configfile`` and
+    ``--config`` over config.yaml; the inputs are left as they were."""
+    result = {key: merged(value) if isinstance(value, dict) else value for key, value in base.items()}
+    for override in overrides:
+        for key, value in override.items():
+            if isinstance(value, dict) and isinstance(result.get(key), dict):
+                result[key] = merged(result[key], value)
+            else:
+                result[key] = value
+    return result
+
+
 def coerce_config_strings(config, schema):
     """Turn strings into the numbers, booleans or nulls the schema asks for, in place.
 

@@ -1,29 +1,23 @@
 from pathlib import Path
 
 import yaml
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from ndir import names
 from ndir.config import (
     check_config,
     coerce_config_strings,
     raise_schema_errors,
+    require_every_key,
     signature_dim,
 )
 from ndir.sizes import precheck_dataset, size_limits
 
 with open(Path(workflow.current_basedir) / "../schemas/config.schema.yaml") as schema:
-    CONFIG_SCHEMA = yaml.safe_load(schema)
+    CONFIG_SCHEMA = require_every_key(yaml.safe_load(schema))
 # --config key={...} delivers nested numbers as strings: read them as the schema's types.
 coerce_config_strings(config, CONFIG_SCHEMA)
-try:
-    # Fills in the schema's defaults.
-    validate(config, schema="../schemas/config.schema.yaml")
-except WorkflowError:
-    # One line per wrong key instead of the first error and the whole schema.
-    raise_schema_errors(config, CONFIG_SCHEMA)
-    raise
+# One line per wrong or missing key; config.yaml holds every value, nothing is filled in.
+raise_schema_errors(config, CONFIG_SCHEMA)
 check_config(config)
 # A data set on disk is split now, so that a setting it is too small for stops the run
 # before the first job (ndir.sizes); index_dataset checks the images it keeps again.

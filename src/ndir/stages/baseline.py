@@ -16,7 +16,7 @@ from ndir.stages.common import split_signatures
 logger = logging.getLogger(__name__)
 
 
-def evaluate_pca_baseline(images, signatures, results, encoding, codebook_size, dims, ns_score=False):
+def evaluate_pca_baseline(images, signatures, results, encoding, codebook_size, dims, ns_score):
     """Test-split mAP of full signatures (the ``encoding`` signatures with a codebook of
     ``codebook_size`` words) and of PCA-R reductions fitted on train.
 
@@ -62,7 +62,7 @@ def evaluate_reduction_baselines(
     pq_nbits,
     pq_subvector_dims,
     seed,
-    ns_score=False,
+    ns_score,
 ):
     """Test-split records of the reductions a user would pick instead of a learned
     sparse projector (:mod:`ndir.baselines`), fitted on the training split: whitened

@@ -33,7 +33,7 @@ def build_embedded_dataset(folder, n_groups, view_size, allow_overlap, sibling_o
 
 
 def index_dataset(
-    images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, limits, download_record=None
+    images, skipped, report, kind, root, train_fraction, keep_together, seed, descriptors, limits, download_record
 ):
     """Scan, check and split a data set; write the image table and a data report.
 

@@ -244,7 +244,7 @@ def _finish(record, n_features, d, n_database):
     return comparison.check_record(record)
 
 
-def evaluate_second_order(images, features, record, n_clusters, codebook=None, ns_score=False):
+def evaluate_second_order(images, features, record, n_clusters, ns_score, codebook=None):
     """The record of second-order pooling on the test split: without codebook
     (``n_clusters`` = 1, d (d+1)/2 dimensions) or with the Fisher codebook fv-K
     (``codebook``, K d (d+1)/2 dimensions); nothing is learned. With ``ns_score`` (on
@@ -292,9 +292,9 @@ def train_jcf(
     holdout_fraction,
     sqrt_eps,
     seed,
+    ns_score,
+    posterior_threshold,
     codebook=None,
-    ns_score=False,
-    posterior_threshold=0.0,
 ):
     """Learn JCF-R (``n_shared`` None), JCF-R-k or, with ``n_clusters`` = 1, the
     factorised form without codebook, on the training split; score it and its random

@@ -113,7 +113,7 @@ def _dot_scores(A, B):
     return (A @ B.T).toarray()
 
 
-def evaluate_tfidf(images, counts, record, ns_score=False):
+def evaluate_tfidf(images, counts, record, ns_score):
     """Record of the tf-idf baseline: cosine of tf-idf vectors, no learning; with
     ``ns_score`` (on UKBench) it carries the N-S score (:mod:`ndir.comparison`)."""
     splits = _bovw_splits(images, counts)
@@ -150,7 +150,7 @@ SOML_VARIANTS = {
 
 
 def train_soml(
-    images, signatures, model, record, signature, variant, options, negatives_per_pair, epochs, seed, ns_score=False
+    images, signatures, model, record, signature, variant, options, negatives_per_pair, epochs, seed, ns_score
 ):
     """Learn a SOML diagonal metric (Gao et al. 2014) on the training split; record its test mAP.
 
@@ -194,7 +194,7 @@ def train_soml(
     logger.info("SOML-%s on %s: %s", variant.upper(), signature, result)
 
 
-def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed, ns_score=False):
+def train_similarity_matrix(images, counts, vocabulary, model, record, options, seed, ns_score):
     """Learn Yan & Yu's sparse similarity matrix on the training split; record its test mAP.
 
     The hold-out that picks the iteration keeps the images of one source photograph
@@ -253,7 +253,7 @@ def seeds_comparison(
     records_csv,
     signature_names,
     dims,
-    ns_score=False,
+    ns_score,
 ):
     """The comparison table and figure: the seeds' learners, PCA, the sparse projectors
     and the reductions a user would pick instead.

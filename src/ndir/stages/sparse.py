@@ -75,8 +75,8 @@ def train_sparse_projector(
     line_search,
     eval_every,
     seed,
-    flat_map_evaluations=None,
-    ns_score=False,
+    flat_map_evaluations,
+    ns_score,
 ):
     """Learn a sparse rank projector (Algorithm 1) on the training split.
 
