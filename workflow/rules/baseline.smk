@@ -1,6 +1,6 @@
 rule evaluate_pca_baseline:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         signatures=f"results/signatures/{names.SIGNATURE}.npy",
     output:
         results=f"results/evaluation/pca/{names.SIGNATURE}.csv",
@@ -27,7 +27,7 @@ rule evaluate_pca_baseline:
 
 rule evaluate_reduction_baselines:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         signatures=f"results/signatures/{names.SIGNATURE}.npy",
     output:
         results=f"results/evaluation/baselines/{names.SIGNATURE}.csv",
@@ -61,7 +61,7 @@ rule table1:
             "results/evaluation/pca/{name}.csv",
             name=signature_names(),
         ),
-        data_report="results/data/report.json",
+        data_report=rules.index_dataset.output.report,
     output:
         table=report_table("table1"),
     log:

@@ -1,6 +1,6 @@
 rule sample_descriptors:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
     output:
         sample="results/codebooks/descriptor_sample.npy",
     log:

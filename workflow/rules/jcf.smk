@@ -1,6 +1,6 @@
 rule extract_jcf_features:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         pca="results/codebooks/pca.npz",
     output:
         features="results/jcf/features/shards/{shard}.npz",
@@ -27,7 +27,7 @@ rule extract_jcf_features:
 
 rule gather_jcf_features:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         shards=shard_files("results/jcf/features/shards/"),
     output:
         features="results/jcf/features.npz",
@@ -50,7 +50,7 @@ rule gather_jcf_features:
 rule evaluate_second_order:
     input:
         unpack(jcf_pooling_codebook),
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         features="results/jcf/features.npz",
     output:
         record="results/jcf/second_order_pooling-K{K}.json",
@@ -74,7 +74,7 @@ rule evaluate_second_order:
 rule train_jcf:
     input:
         unpack(jcf_run_codebook),
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         features="results/jcf/features.npz",
     output:
         model="results/jcf/{jcf_run}.npz",
@@ -112,7 +112,7 @@ rule train_jcf:
 
 rule jcf_report:
     input:
-        data_report="results/data/report.json",
+        data_report=rules.index_dataset.output.report,
         records=jcf_records(),
     output:
         table=report_table("jcf"),

@@ -11,8 +11,8 @@ READINGS_JCF_RUNS = jcf_runs() if jcf_enabled() else {}
 
 rule readings:
     input:
-        images="results/data/images.csv",
-        data_report="results/data/report.json",
+        images=rules.index_dataset.output.images,
+        data_report=rules.index_dataset.output.report,
         signatures=expand("results/signatures/{name}.npy", name=signature_names()),
         projectors=[path.removesuffix(".csv") + ".npz" for path in table2_histories()],
         histories=table2_histories(),

@@ -3,7 +3,7 @@ import sys
 
 rule retrievals_figure:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         signatures=f"results/signatures/{convergence_signature()}.npy",
         projector=retrievals_projector(),
     output:
@@ -30,7 +30,7 @@ rule retrievals_figure:
 
 rule write_run_info:
     input:
-        data_report="results/data/report.json",
+        data_report=rules.index_dataset.output.report,
         outputs=final_outputs(),
     output:
         run_info=report(

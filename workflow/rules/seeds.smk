@@ -25,7 +25,7 @@ rule fit_visual_vocabulary:
 
 rule encode_bovw_shard:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         vocabulary="results/codebooks/vocabulary.npz",
     output:
         counts="results/signatures/shards/bovw-{shard}.npz",
@@ -50,7 +50,7 @@ rule encode_bovw_shard:
 
 rule gather_bovw:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         shards=shard_files("results/signatures/shards/bovw-"),
     output:
         counts="results/signatures/bovw.npz",
@@ -71,7 +71,7 @@ rule gather_bovw:
 
 rule evaluate_tfidf:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         counts="results/signatures/bovw.npz",
     output:
         record="results/seeds/tfidf.json",
@@ -93,7 +93,7 @@ rule evaluate_tfidf:
 
 rule train_soml:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         signatures=soml_input_file,
     output:
         model="results/seeds/soml-{variant}/{soml_input}.npz",
@@ -122,7 +122,7 @@ rule train_soml:
 
 rule train_similarity_matrix:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         counts="results/signatures/bovw.npz",
         vocabulary="results/codebooks/vocabulary.npz",
     output:
@@ -151,7 +151,7 @@ rule train_similarity_matrix:
 
 rule seeds_comparison:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         records=seeds_records(),
         signatures=comparison_signature_files(),
         projectors=comparison_projectors(),

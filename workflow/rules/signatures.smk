@@ -1,6 +1,6 @@
 rule encode_shard:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         codebooks=codebook_files(),
     output:
         signatures="results/signatures/shards/{shard}.npz",
@@ -26,7 +26,7 @@ rule encode_shard:
 
 rule gather_signatures:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         shards=shard_files(),
     output:
         signatures=f"results/signatures/{names.SIGNATURE}.npy",

@@ -1,6 +1,6 @@
 rule train_sparse_projector:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         signatures="results/signatures/{signature}.npy",
     output:
         projector=f"results/sparse/{{signature}}/{names.PROJECTOR}.npz",
@@ -39,7 +39,7 @@ rule table2:
     input:
         histories=table2_histories(),
         baselines=baseline_results(),
-        data_report="results/data/report.json",
+        data_report=rules.index_dataset.output.report,
     output:
         table=report_table("table2"),
         table_dot=report_table("table2_dot"),
@@ -60,7 +60,7 @@ rule table2:
 
 rule cost_table:
     input:
-        images="results/data/images.csv",
+        images=rules.index_dataset.output.images,
         signatures=f"results/signatures/{convergence_signature()}.npy",
         projectors=cost_projectors(),
         histories=histories(cost_projectors()),
