@@ -24,6 +24,7 @@ import numpy as np
 from ndir import __version__
 from ndir.atomic import atomic_output
 from ndir.evaluation import average_precision
+from ndir.report import DECIMALS
 
 #: Results shown per query, by the workflow's rule and by ``ndir query --browse``
 #: (a constant, not a config key: the page's size grows with it).
@@ -46,12 +47,12 @@ class Method:
 
     ``key``: a unique identifier (in the page's address); ``label``: the menu's text;
     ``group``: the menu section; ``family``, ``input``, ``R``, ``tau``: how the summary
-    describes it. ``top``: (n_queries, k) image indices, best first; ``matches``: per
+    describes it. ``top``: per query, up to k image indices, best first; ``matches``: per
     query, the 0-based ranks of all its true matches, increasing (None: relevance
-    unknown), and ``match_images`` the images at those ranks; ``ap``:
-    per-query APs in [0, 1] (None: unknown); ``map``: their mean in %, the tables'
-    value; ``record``: ``(method, input)`` of its row in the seeds comparison (the
-    frontier), if it has one.
+    unknown), and ``match_images`` the images at those ranks; ``ap``: per-query APs in
+    [0, 1] (None: unknown, for all or for one query); ``map``: their mean in %, the
+    tables' value (computed when not given); ``record``: ``(method, input)`` of its row
+    in the seeds comparison (the frontier), if it has one.
     """
 
     key: str
@@ -69,7 +70,7 @@ class Method:
     map: float | None = field(default=None)
 
     def __post_init__(self):
-        if self.ap is not None and self.map is None:
+        if self.ap is not None and self.map is None and all(value is not None for value in self.ap):
             self.map = 100 * float(np.mean(self.ap))
 
     def as_json(self):
@@ -82,12 +83,20 @@ class Method:
             "R": None if self.R is None else int(self.R),
             "tau": None if self.tau is None else float(self.tau),
             "map": self.map,
+            "map_text": map_text(self.map),
             "record": None if self.record is None else list(self.record),
-            "top": np.asarray(self.top, dtype=int).tolist(),
+            "top": _lists(self.top),
             "matches": _lists(self.matches),
             "match_images": _lists(self.match_images),
-            "ap": None if self.ap is None else [float(value) for value in self.ap],
+            "ap": None if self.ap is None else [None if value is None else float(value) for value in self.ap],
         }
+
+
+def map_text(value):
+    """A mAP in % as the tables print it (:data:`ndir.report.DECIMALS`, rounded by
+    ``np.round``: an exact half goes to the even digit, where JavaScript's ``toFixed``
+    would round up); None for None."""
+    return None if value is None else f"{np.round(value, DECIMALS) + 0.0:.{DECIMALS}f}"
 
 
 def _lists(arrays):
@@ -178,8 +187,8 @@ def page_data(
         raise ValueError("no method to browse")
     n_queries = len(queries)
     for method in methods:
-        if np.shape(method.top)[0] != n_queries:
-            raise ValueError(f"{method.label}: {np.shape(method.top)[0]} rankings for {n_queries} queries")
+        if len(method.top) != n_queries:
+            raise ValueError(f"{method.label}: {len(method.top)} rankings for {n_queries} queries")
     if compare is not None and (len(compare) != 2 or not set(compare) <= set(keys)):
         raise ValueError(f"compare {compare}: not two of the methods' keys")
     if len(names) != len(thumbs):
@@ -223,6 +232,7 @@ def frontier_points(records, fronts, costs, styles, methods):
                 "marker": styles["marker"].iloc[i],
                 "costs": [float(getattr(row, column)) for column in costs],
                 "map": 100 * float(row.test_map),
+                "map_text": map_text(100 * float(row.test_map)),
                 "front": [bool(fronts[column][i]) for column in costs],
                 "browse": by_record.get((row.method, row.signature)),
             }

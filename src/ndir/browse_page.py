@@ -43,6 +43,9 @@ ol.queries { list-style: none; padding: 0; margin: 0; }
 li.query { border-top: 1px solid #ddd; padding: 0.5rem 0; display: grid; grid-template-columns: 118px 1fr;
   gap: 0.6rem; }
 li.query:focus { background: #fff8e1; }
+/* Rows off screen are neither laid out nor painted until scrolled to: a switch of method stays fast at
+   Holidays scale (hundreds of queries, thousands of thumbnails). */
+li.query { content-visibility: auto; contain-intrinsic-size: auto 150px; }
 .qinfo { font-size: 0.9rem; margin-bottom: 0.3rem; }
 .qinfo .ap { font-weight: 600; }
 .strip-label { font-size: 0.8rem; color: var(--muted); margin: 0.2rem 0; }
@@ -109,7 +112,10 @@ SCRIPT = r"""
     });
   }
   function pct(ap) { return ap === null || ap === undefined ? "unknown" : (100 * ap).toFixed(1) + " %"; }
-  function points(d) { return (d > 0 ? "+" : d < 0 ? "\u2212" : "\u00b1") + Math.abs(100 * d).toFixed(1); }
+  function points(d) {
+    if (isNaN(d)) return "unknown";
+    return (d > 0 ? "+" : d < 0 ? "\u2212" : "\u00b1") + Math.abs(100 * d).toFixed(1);
+  }
 
   // ---------------------------------------------------------------- the address
   function readHash() {
@@ -149,7 +155,7 @@ SCRIPT = r"""
         group = m.group;
         html += '<optgroup label="' + esc(group) + '">';
       }
-      var map = m.map === null ? "" : " \u2014 mAP " + m.map.toFixed(2) + " %";
+      var map = m.map === null ? "" : " \u2014 mAP " + m.map_text + " %";
       html += '<option value="' + esc(m.key) + '">' + esc(m.label + map) + "</option>";
     });
     select.innerHTML = html + (group !== null ? "</optgroup>" : "");
@@ -212,14 +218,17 @@ SCRIPT = r"""
     var list = $("queries");
     list.innerHTML = html;
     list.dataset.method = m.key;
-    $("method-map").textContent = m.map === null ? "" : "mAP " + m.map.toFixed(2) + " % over " +
+    $("method-map").textContent = m.map === null ? "" : "mAP " + m.map_text + " % over " +
       queries.length + " queries";
   }
 
   function compareOrder(a, b) {
     var order = queries.map(function (_, q) { return q; });
-    var diff = order.map(function (q) { return a.ap[q] - b.ap[q]; });
-    order.sort(function (x, y) { return diff[y] - diff[x] || x - y; });
+    var diff = order.map(function (q) { return a.ap[q] === null || b.ap[q] === null ? null : a.ap[q] - b.ap[q]; });
+    order.sort(function (x, y) {
+      if (diff[x] === null || diff[y] === null) return (diff[x] === null) - (diff[y] === null) || x - y;
+      return diff[y] - diff[x] || x - y;
+    });
     return { order: order, diff: diff };
   }
   function renderCompare() {
@@ -233,6 +242,7 @@ SCRIPT = r"""
     sorted.diff.forEach(function (d) { if (d > 0) above++; else if (d < 0) below++; });
     sorted.order.forEach(function (q) {
       var d = sorted.diff[q];
+      if (d === null) d = NaN;
       html += '<li class="query" tabindex="-1" data-query="' + q + '" data-diff="' + d + '">' + queryThumb(q) +
         "<div>" + '<p class="qinfo">' + esc(queryHead(q)) + " \u00b7 AP A " + pct(a.ap[q]) + ", B " + pct(b.ap[q]) +
         ' \u00b7 <span class="' + (d > 0 ? "diff-pos" : d < 0 ? "diff-neg" : "") + '">A \u2212 B ' + points(d) +
@@ -241,11 +251,11 @@ SCRIPT = r"""
     });
     list.innerHTML = html;
     list.dataset.pair = a.key + "|" + b.key;
-    var same = queries.length - above - below;
+    var same = sorted.diff.filter(function (d) { return d === 0; }).length;
+    var maps = a.map === null || b.map === null ? "" : "; mAP A " + a.map_text + " %, B " + b.map_text +
+      " % (difference " + (a.map - b.map >= 0 ? "+" : "\u2212") + Math.abs(a.map - b.map).toFixed(2) + " points)";
     $("compare-summary").textContent = "A above B on " + above + " of " + queries.length + " queries, below on " +
-      below + ", equal on " + same + "; mAP A " + a.map.toFixed(2) + " %, B " + b.map.toFixed(2) +
-      " % (difference " + (a.map - b.map >= 0 ? "+" : "\u2212") + Math.abs(a.map - b.map).toFixed(2) +
-      " points). Queries where A wins most come first, where it loses most last.";
+      below + ", equal on " + same + maps + ". Queries where A wins most come first, where it loses most last.";
   }
 
   function renderSummary() {
@@ -260,7 +270,7 @@ SCRIPT = r"""
         '<td><a href="' + esc(link({ view: "queries", method: m.key })) + '">' + esc(m.label) + "</a></td>" +
         "<td>" + esc(m.family) + "</td><td>" + esc(m.input) + '</td><td class="num">' + (m.R === null ? "" : m.R) +
         '</td><td class="num">' + (m.tau === null ? "" : m.tau) + '</td><td class="num map">' +
-        (m.map === null ? "" : m.map.toFixed(2)) + "</td></tr>";
+        (m.map === null ? "" : m.map_text) + "</td></tr>";
     });
     $("summary-rows").innerHTML = html;
     $("notes").innerHTML = D.notes.map(function (n) { return "<p>" + esc(n) + "</p>"; }).join("");
@@ -328,7 +338,7 @@ SCRIPT = r"""
     }
     pts.forEach(function (p) {
       var x = X(Math.log10(p.costs[c])), y = Y(p.map);
-      var say = p.method + " (" + p.input + "): mAP " + p.map.toFixed(2) + " %, " +
+      var say = p.method + " (" + p.input + "): mAP " + p.map_text + " %, " +
         Math.round(p.costs[c]).toLocaleString("en") + " " + unit + (p.front[c] ? ", on the front" : "");
       var shape = (p.front[c] ? '<circle cx="' + x + '" cy="' + y + '" r="9" fill="none" stroke="#000"/>' : "") +
         marker(p.marker, x, y, p.colour);
@@ -348,7 +358,7 @@ SCRIPT = r"""
     });
     svg += "</svg>";
     var items = front.map(function (p) {
-      var text = esc(p.method + " (" + p.input + "): " + p.map.toFixed(2) + " %, " +
+      var text = esc(p.method + " (" + p.input + "): " + p.map_text + " %, " +
         Math.round(p.costs[c]).toLocaleString("en") + " " + unit);
       return "<li>" + (p.browse ? '<a href="' + esc(link({ view: "queries", method: p.browse })) + '">' + text + "</a>"
         : text + " (not in this browser)") + "</li>";
