@@ -489,3 +489,86 @@ def test_descriptors_counts_with_the_given_grid(tmp_path, capsys):
         assert main(["descriptors", str(path), *extra]) in (None, 0)
         step = 5 if extra else 3
         assert capsys.readouterr().out == f"{path}: {n_descriptors(90, 120, step, cells)} descriptors of 128 dims\n"
+
+
+def test_query_browse_writes_the_page_of_the_queries(tiny_models, tmp_path, capsys):  # noqa: F811
+    """``--browse DIR``: the retrieval browser of the queries, their top k, true matches
+    at every rank and APs over the whole index (an index with groups)."""
+    from ndir import browse
+    from ndir.evaluation import holidays_map
+
+    index = tmp_path / "grouped"
+    assert main([*index_args(tiny_models, tiny_models["images"], index, "-q"), "--groups", "holidays"]) == 0
+    table = tiny_models["table"]
+    queries = table[table["is_query"]]
+    page = tmp_path / "page"
+    capsys.readouterr()
+    assert main(["query", str(index), *queries["path"], "-k", "4", "--browse", str(page)]) == 0
+    captured = capsys.readouterr()
+    assert f"wrote {page / 'index.html'}" in captured.err
+    assert [line.split()[0] for line in captured.out.splitlines()[2:6]] == list("1234")  # the table as before
+    data = browse.read_data(page)
+    (method,) = data["methods"]
+    names = data["images"]["names"]
+    assert [names[q] for q in data["queries"]] == [Path(p).name for p in queries["path"]]
+    assert all(len(top) == 4 for top in method["top"])
+    group_of = dict(zip((Path(p).name for p in table["path"]), table["group"]))
+    for q, top, ranks, images in zip(data["queries"], method["top"], method["matches"], method["match_images"]):
+        group = group_of[names[q]]
+        assert [r for r, i in enumerate(top) if group_of[names[i]] == group] == [r for r in ranks if r < 4]
+        assert sorted(names[i] for i in images) == sorted(
+            Path(p).name for p, g in zip(table["path"], table["group"]) if g == group and Path(p).name != names[q]
+        )
+    # The APs over the whole index, as Holidays' evaluation of the index's projections.
+    Y = tiny_models["X"] @ tiny_models["U"].toarray()
+    _, ap = holidays_map(Y, table["group"].to_numpy(), table["is_query"].to_numpy(), True)
+    np.testing.assert_allclose(method["ap"], ap, atol=1e-6)
+    assert method["map"] == pytest.approx(100 * ap.mean(), abs=1e-4)
+    # One thumbnail per image shown (queries, results, true matches), no more.
+    shown = {*data["queries"], *(i for top in method["top"] for i in top)}
+    shown |= {i for images in method["match_images"] for i in images}
+    assert len(list((page / "thumbs").iterdir())) == len(names) == len(shown)
+
+
+def test_query_browse_without_groups_knows_no_relevance(tiny_models, index_dir, tmp_path, capsys):  # noqa: F811
+    from ndir import browse
+
+    queries = list(tiny_models["table"]["path"].iloc[[0, 3]])
+    assert main(["query", str(index_dir), *queries, "-k", "3", "--browse", str(tmp_path / "page")]) == 0
+    (method,) = browse.read_data(tmp_path / "page")["methods"]
+    assert method["matches"] is None and method["ap"] is None and method["map"] is None
+    assert [len(top) for top in method["top"]] == [3, 3]
+
+
+def test_query_browse_into_a_file_or_a_read_only_folder_fails_before_querying(
+    tiny_models, index_dir, tmp_path, capsys, monkeypatch
+):  # noqa: F811
+    monkeypatch.setattr("ndir.index.query_index", lambda *a, **k: pytest.fail("queried before checking --browse"))
+    query = str(tiny_models["table"]["path"].iloc[0])
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    err = error_of(capsys, ["query", str(index_dir), query, "--browse", str(a_file)])
+    assert err == f"ndir: error: {a_file}: not a folder; name a folder for the page (it is created)"
+    with tmpfs(tmp_path / "ro") as make_read_only:
+        make_read_only()
+        folder = tmp_path / "ro" / "page"
+        err = error_of(capsys, ["query", str(index_dir), query, "--browse", str(folder)])
+    assert f"{folder}: cannot write the page there (Read-only file system)" in err
+
+
+def test_query_browse_page_opens_in_a_browser(tiny_models, tmp_path):  # noqa: F811
+    from .browsers import Opened, chromium
+
+    index = tmp_path / "grouped"
+    assert main([*index_args(tiny_models, tiny_models["images"], index, "-q"), "--groups", "holidays"]) == 0
+    table = tiny_models["table"]
+    queries = list(table[table["is_query"]]["path"])
+    assert main(["query", str(index), *queries, "--browse", str(tmp_path / "page")]) == 0
+    with chromium() as browser:
+        opened = Opened(browser, tmp_path / "page")
+        opened.page.wait_for_load_state("load")
+        assert opened.page.locator("#queries > li").count() == len(queries)
+        assert "mAP" in opened.page.inner_text("#method-map")
+        opened.page.click("#tab-compare")  # one method: A and B the same, every query equal
+        assert "equal on " + str(len(queries)) in opened.page.inner_text("#compare-summary")
+        assert opened.errors == [] and opened.not_files() == []

@@ -2,7 +2,8 @@
 
 Commands: ``build-embedded`` and ``descriptors`` (data), and the retrieval
 commands ``index`` (encode and project a folder of images into a faiss index),
-``query`` (rank the indexed near duplicates of images, ``--show`` draws them) and
+``query`` (rank the indexed near duplicates of images, ``--show`` draws them,
+``--browse`` writes the retrieval browser's page of them) and
 ``info`` (describe a projector, a codebook or an index); see :mod:`ndir.index`.
 
 Exit codes:
@@ -177,9 +178,12 @@ def _query(args):
             raise NdirInputError(f"{image}: no such query image file; check the path")
     if args.show is not None:
         _check_figure_folder(args.show)
+    if args.browse is not None:
+        _check_browse_folder(args.browse)
     index = NearDuplicateIndex.load(args.index)
-    # With groups the figure prints each query's AP, which needs the whole ranking.
-    labelled = args.show is not None and index.groups is not None
+    # With groups the figure prints each query's AP and the page the rank of every true
+    # match, which need the whole ranking.
+    labelled = (args.show is not None or args.browse is not None) and index.groups is not None
     found = query_index(index, args.images, k=len(index) if labelled else args.k)
     if args.show is not None:
         if not any(record["results"] for record in found):
@@ -194,6 +198,14 @@ def _query(args):
                 f"{args.show}: cannot write the figure ({os_reason(error)}); name a file in a folder you can write to"
             ) from None
         print(f"wrote {args.show}", file=sys.stderr)
+    if args.browse is not None:
+        try:
+            page = browse_queries(index, found, args.k, args.browse)
+        except OSError as error:
+            raise NdirInputError(
+                f"{args.browse}: cannot write the page ({os_reason(error)}); name a folder you can write to"
+            ) from None
+        print(f"wrote {page}", file=sys.stderr)
     found = [{**record, "results": record["results"][: args.k]} for record in found]
     if args.json:
         json.dump(found, sys.stdout, indent=2)
@@ -221,6 +233,91 @@ def _check_figure_folder(path):
         raise NdirInputError(
             f"{path}: cannot write the figure there ({os_reason(error)}); name a file in a folder you can write to"
         ) from None
+
+
+def _check_browse_folder(folder):
+    """NdirInputError unless the page can be written into ``folder`` (created), before any work."""
+    from ndir.atomic import check_writable
+
+    if folder.exists() and not folder.is_dir():
+        raise NdirInputError(f"{folder}: not a folder; name a folder for the page (it is created)")
+    try:
+        check_writable(folder)
+    except OSError as error:
+        raise NdirInputError(
+            f"{folder}: cannot write the page there ({os_reason(error)}); name a folder you can write to"
+        ) from None
+
+
+def browse_queries(index, found, k, folder):
+    """Write the retrieval browser (:mod:`ndir.browse`) of the queries of ``found``
+    (:func:`ndir.index.query_index`) and their top ``k`` into ``folder``: the page,
+    its data and a thumbnail of each image shown. The index's projector is the one
+    method. When the index has groups and every query is one of its images, each
+    result is marked a true match or not, and the page gives the rank of every true
+    match and each query's AP (``found`` must then hold whole rankings). Returns the
+    page's path."""
+    from ndir import browse
+    from ndir.evaluation import average_precision
+
+    paths, position = [], {}
+
+    def image(path):
+        if path not in position:
+            position[path] = len(paths)
+            paths.append(path)
+        return position[path]
+
+    queries = [image(record["query"]) for record in found]
+    query_groups = [index.group_of(record["query"]) for record in found]
+    labelled = index.groups is not None and all(group is not None for group in query_groups)
+    top, matches, match_images, ap = [], [], [], []
+    for record, group in zip(found, query_groups):
+        hits = record["results"]
+        top.append([image(hit["path"]) for hit in hits[:k]])
+        if labelled:
+            ranks = [rank for rank, hit in enumerate(hits) if index.group_of(hit["path"]) == group]
+            matches.append(ranks)
+            match_images.append([image(hits[rank]["path"]) for rank in ranks])
+            n_positives = sum(g == group for g in index.groups) - 1
+            ap.append(average_precision(ranks, n_positives) if n_positives else None)
+    meta = index.meta
+    signature = meta["codebook"]["signature"]
+    tau = meta["projector"]["meta"].get("sparsity")
+    label = f"{signature.upper()} sparse rank R = {index.n_components}" + ("" if tau is None else f", τ = {tau:g}")
+    known = [value for value in ap if value is not None]
+    method = browse.Method(
+        "index",
+        label,
+        f"The index {index.folder.name if index.folder else ''}".strip(),
+        top,
+        matches if labelled else None,
+        match_images if labelled else None,
+        ap if labelled else None,
+        family="sparse rank",
+        input=signature.upper(),
+        R=index.n_components,
+        tau=tau,
+        map=100 * sum(known) / len(known) if known else None,
+    )
+    data = browse.page_data(
+        title=f"ndir query: {len(found)} queries against {index.folder or 'an index'}",
+        subtitle=f"{len(index)} indexed images ({label}); top {k} per query"
+        + ("" if labelled else "; no groups: relevance unknown"),
+        names=[Path(path).name for path in paths],
+        thumbs=browse.thumbnail_names(len(paths)),
+        groups=[index.group_of(path) for path in paths] if index.groups is not None else None,
+        queries=queries,
+        methods=[method],
+        k=k,
+        notes=[
+            "AP over the whole index, the query's own file left out."
+            if labelled
+            else "The index has no groups (ndir index --groups), or a query is not one of its images: "
+            "no AP and no true match."
+        ],
+    )
+    return browse.write_browser(folder, data, paths)
 
 
 def show_queries(index, found, k, path):
@@ -417,6 +514,14 @@ def build_parser():
         metavar="FIGURE",
         help="also draw each query and its top k into this image file (.png, .pdf, "
         "...); a query indexed with --groups gets green/red frames and its AP",
+    )
+    query.add_argument(
+        "--browse",
+        type=Path,
+        metavar="DIR",
+        help="also write the retrieval browser of the queries into DIR (DIR/index.html, "
+        "data.js and thumbnails; opens offline): each query's top k and, for an index with "
+        "--groups, true matches, the rank of each and the query's AP",
     )
     query.set_defaults(func=_query)
 
