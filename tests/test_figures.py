@@ -5,6 +5,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.legend import Legend
+from matplotlib.text import Text
 from PIL import Image
 
 from ndir.encoding import l2_normalise_rows
@@ -342,3 +344,88 @@ def test_a_convergence_curve_that_stops_early_says_when_and_why():
     assert _label(("fv-64", 32, 0.0, stalled), "R") == f"R = 32: stopped at step 95, {STOP_STALLED}"
     full = pd.DataFrame({"iteration": np.arange(201), "stopped_by": STOP_MAX_ITER})
     assert _label(("fv-64", 64, 0.99, full), "tau") == "τ = 99 %"
+
+
+# --------------------------------------------------------------------------- the frontier
+
+
+def frontier_records():
+    """Rows of a seeds comparison: every kind of method, three inputs, two of them on both fronts."""
+    rows = [
+        ("PCA R=32", "fv-256"), ("whitened PCA R=32", "fv-256"), ("thresholded PCA R=32 τ=0.9", "fv-256"),
+        ("thresholded PCA R=32 τ=0.99", "vlad-256"), ("sparse rank R=32 τ=0.9", "fv-256"),
+        ("sparse rank R=32 τ=0.99", "vlad-256"), ("sparse rank R=64 τ=0.99", "fv-256"),
+        ("random sparse R=32 τ=0.9", "fv-256"), ("Gaussian RP R=32", "vlad-256"), ("PQ 8 B (PCA-16)", "fv-256"),
+        ("SOML-DA", "tfidf"), ("SOML-TG", "tfidf"), ("tf-idf", "tfidf"), ("sparse similarity matrix", "tfidf"),
+        ("second-order pooling", "local-pca-80"), ("JCF-64 (K=64)", "local-fv-64"),
+        ("factorised R=64 (K=1)", "local-pca-80"),
+    ]  # fmt: skip
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "method": [m for m, _ in rows],
+            "signature": [s for _, s in rows],
+            "madds_per_query": 10 ** rng.uniform(4, 8, len(rows)),
+            "db_bytes_per_image": 10 ** rng.uniform(1, 5, len(rows)),
+            "test_map": rng.uniform(0.5, 0.97, len(rows)),
+        }
+    )
+
+
+def test_frontier_colours_are_method_families_and_markers_inputs():
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    from ndir.figures import frontier_styles
+
+    records = frontier_records()
+    styles = frontier_styles(records)
+    by_family = styles.groupby("family")["colour"].nunique()
+    assert (by_family == 1).all() and styles.drop_duplicates("family")["colour"].is_unique
+    by_input = styles.groupby("input")["marker"].nunique()
+    assert (by_input == 1).all() and styles.drop_duplicates("input")["marker"].is_unique
+    assert set(styles["input"]) == {"FV-256", "VLAD-256", "tf-idf", "local (PCA-80)", "local (FV-64)"}
+    # A kind of method is one hue: its two tau are two shades of the learned projectors' red.
+    reds = {to_hex(colormaps["tab20b"](i)) for i in range(12, 16)}
+    colour = dict(zip(styles["family"], styles["colour"]))
+    assert {colour["sparse rank τ=0.9"], colour["sparse rank τ=0.99"]} <= reds
+    assert colour["sparse rank τ=0.9"] != colour["sparse rank τ=0.99"]
+    assert not {colour["PCA"], colour["thresholded PCA τ=0.9"]} & reds
+
+
+def test_frontier_figure_keeps_its_legends_inside_and_labels_its_fronts(tmp_path, monkeypatch):
+    from ndir import comparison, figures
+    from ndir.report import method_family
+
+    records = frontier_records()
+    costs = {"madds_per_query": "multiply-adds per query", "db_bytes_per_image": "bytes per database image"}
+    fronts = {cost: comparison.pareto_front(records[cost], records["test_map"]) for cost in costs}
+    drawn = []
+    save = figures._save
+    monkeypatch.setattr(figures, "_save", lambda fig, stem: (drawn.append(fig), save(fig, stem)))
+    figures.frontier_figure(records, fronts, {cost: "a sentence" for cost in costs}, costs, tmp_path / "frontier")
+    assert (tmp_path / "frontier.png").stat().st_size > 10_000 and (tmp_path / "frontier.pdf").exists()
+    (fig,) = drawn
+    fig.draw_without_rendering()
+    whole = fig.bbox
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    legends = [legend for ax in fig.axes for legend in ax.get_children() if isinstance(legend, Legend)]
+    assert len(panels) == 2 and len(legends) == 2
+    for legend in legends:
+        box = legend.get_window_extent()
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1
+        assert not any(box.overlaps(ax.title.get_window_extent()) for ax in panels)
+        assert not any(box.overlaps(ax.get_window_extent()) for ax in panels)
+    entries = sum(len(legend.get_texts()) for legend in legends)
+    assert entries == records["method"].map(method_family).nunique() + records["signature"].nunique()
+    for ax, cost in zip(panels, costs):
+        # The same data: every row a point; the front's points labelled, inside the panel, apart.
+        assert sum(len(c.get_offsets()) for c in ax.collections[:-1]) == len(records)
+        labels = [t for t in ax.texts if t.get_text()]
+        front = records[fronts[cost]]
+        assert sorted(t.get_text().split(" (")[0] for t in labels) == sorted(front["method"])
+        boxes = [Text.get_window_extent(t) for t in labels]
+        inside = ax.get_window_extent()
+        assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1 for b in boxes)
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
