@@ -450,3 +450,21 @@ def test_the_tiny_runs_page_compares_as_the_independent_aps_and_sums_up_as_table
     page.locator(f'#frontier a[data-browse="{key}"]').first.click()
     assert tiny_page.state().startswith(f"queries|{key}|")
     assert tiny_page.errors == [] and tiny_page.not_files() == []
+
+
+@pytest.mark.workflow
+def test_the_html_report_links_the_browser(tiny_run):
+    """The report (results/report.html, as the README makes it) has the page as an entry
+    and a caption whose link opens the run's own page beside it."""
+    from .conftest import REPO, run_snakemake
+
+    report = tiny_run / "results/report.html"
+    result = run_snakemake(
+        tiny_run, "--configfile", str(REPO / "tests/configs/tiny.yaml"), "--report", str(report), check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = report.read_text(errors="replace")
+    assert '"Retrieval browser": {"Other": ["results/browse/index.html"]}' in html
+    links = re.findall(r'href=\\"([^"\\]*browse[^"\\]*)\\"', html)
+    assert links == ["browse/index.html"] and (report.parent / links[0]).is_file()
+    assert "its top 10 under each method" in html

@@ -428,4 +428,3 @@ def test_frontier_figure_keeps_its_legends_inside_and_labels_its_fronts(tmp_path
         inside = ax.get_window_extent()
         assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1 for b in boxes)
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
-
