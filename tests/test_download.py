@@ -160,14 +160,21 @@ def test_a_cut_http_download_is_kept_and_resumed_with_a_range_request(tmp_path):
     assert entry == {"url": url, "bytes": size, "sha256": sha256(served)}
 
 
-def test_a_server_that_ignores_the_range_sends_the_whole_file_again(tmp_path):
-    """A 200 to a resumed request is the whole archive: it replaces the part instead of
-    being appended to it."""
+def _cut_download(tmp_path, n_bytes):
+    """A served Holidays archive, where the download goes, and its ``.part`` holding the
+    first ``n_bytes`` (a download cut short)."""
     served = holidays_archives(tmp_path / "served")[0]
     dest = tmp_path / "archives" / served.name
     dest.parent.mkdir()
     part = dest.with_name(dest.name + ".part")
-    part.write_bytes(served.read_bytes()[:1000])
+    part.write_bytes(served.read_bytes()[:n_bytes])
+    return served, dest, part
+
+
+def test_a_server_that_ignores_the_range_sends_the_whole_file_again(tmp_path):
+    """A 200 to a resumed request is the whole archive: it replaces the part instead of
+    being appended to it."""
+    served, dest, part = _cut_download(tmp_path, 1000)
     with http_server(tmp_path / "served") as server:
         server.ignore_range = True
         entry = download(f"{server.url}/{served.name}", dest, progress=False)
@@ -402,11 +409,7 @@ def test_a_fresh_download_asks_for_the_whole_file_without_a_range(tmp_path):
 def test_a_resumed_download_of_a_file_gone_from_the_server_is_refused_and_the_part_kept(tmp_path):
     """Only a 416 on a resumed download means that the part is whole; a 404 is an error,
     not a complete archive."""
-    served = holidays_archives(tmp_path / "served")[0]
-    dest = tmp_path / "archives" / served.name
-    dest.parent.mkdir()
-    part = dest.with_name(dest.name + ".part")
-    part.write_bytes(served.read_bytes()[:100])
+    served, dest, part = _cut_download(tmp_path, 100)
     (tmp_path / "empty").mkdir()
     with http_server(tmp_path / "empty") as server:
         url = f"{server.url}/{served.name}"
