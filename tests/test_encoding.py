@@ -10,6 +10,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from ndir.encoding import (
     CHUNK_SIZE,
+    LOG_POSTERIOR_FLOOR,
     blas_block_map,
     blocked_gmm_statistics,
     cluster_sums,
@@ -76,6 +77,48 @@ def test_gmm_posteriors_are_finite_far_from_every_component():
     # log-joint difference between the components is (2x - 1) / (2 * 1e-2).
     np.testing.assert_allclose(gamma, [[0.0, 1.0], [1.0, 0.0]], atol=1e-6)
     assert np.isfinite(gamma).all()
+
+
+@pytest.mark.parametrize("gap", [40.0, 49.5, 50.5, 60.0, 120.0])
+def test_posteriors_below_the_floor_are_zero_and_none_is_subnormal(gap):
+    # Two unit-variance components in 1-d: a descriptor at x has log-joint difference
+    # (mean_b - mean_a) * (x - (mean_a + mean_b) / 2) between them; choose x for ``gap``.
+    weights, variances = np.array([0.5, 0.5]), np.ones((2, 1))
+    means = np.array([[0.0], [10.0]])
+    X = np.array([[5.0 - gap / 10.0]], dtype=np.float32)  # component 0 ahead by ``gap``
+    gamma = gmm_posteriors(X, weights, means, variances)[0]
+    tiny = np.finfo(np.float32).tiny
+    assert not np.any((gamma > 0) & (gamma < tiny))
+    # Kept down to e^-50 (2e-22), far below what float32 resolves in a row sum >= 1.
+    assert LOG_POSTERIOR_FLOOR <= -45
+    if gap < -LOG_POSTERIOR_FLOOR:
+        assert gamma[1] == pytest.approx(np.exp(-gap), rel=1e-3)
+    else:
+        assert gamma[1] == 0.0
+    assert gamma[0] == pytest.approx(1.0)
+
+
+def test_fisher_vector_with_floored_posteriors_matches_the_exact_posteriors():
+    # Many tight components: most of a descriptor's posteriors are far below the floor,
+    # a twentieth of them subnormal without it, as on real FV-256 blocks.
+    rng = np.random.default_rng(4)
+    K, D = 64, 16
+    weights = np.full(K, 1 / K)
+    means = rng.normal(0, 1.0, (K, D))
+    variances = rng.uniform(0.02, 0.1, (K, D))
+    X = sample_gmm(rng, weights, means, variances, 2000)
+    # The exact gradients in float64, no posterior dropped (vectorised Perronnin et al.).
+    u = (X[:, None, :] - means) / np.sqrt(variances)  # (n, K, D)
+    log_joint = np.log(weights) - 0.5 * np.sum(u**2 + np.log(2 * np.pi * variances), axis=2)
+    gamma = np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))[:, :, None]
+    assert np.mean((gamma > 0) & (gamma < np.finfo(np.float32).tiny)) > 0.02
+    grad_mu = (gamma * u).sum(axis=0) / (len(X) * np.sqrt(weights)[:, None])
+    grad_sigma = (gamma * (u**2 - 1)).sum(axis=0) / (len(X) * np.sqrt(2 * weights)[:, None])
+    fv = fisher_vector(X.astype(np.float32), weights, means, variances)
+    expected = np.concatenate([grad_mu.ravel(), grad_sigma.ravel()])
+    assert np.max(np.abs(fv - expected)) < 1e-4 * np.max(np.abs(expected))
+    # After the power normalisation too, as the signatures are stored.
+    np.testing.assert_allclose(power_l2_normalise(fv), power_l2_normalise(expected), atol=2e-3)
 
 
 def test_gmm_statistics_against_loops_and_independent_of_chunking():
