@@ -1,11 +1,11 @@
-"""Write the block of the documented default run from docs/reference_run/ into README.md
-and docs/results.md: Tables I and II and the readings of the paper's findings
-(``ndir.readings``).
+"""Write the block of the documented default run from docs/reference_run/ into
+docs/results.md: Tables I and II and the readings of the paper's findings
+(``ndir.readings``). The README quotes no figures; it links that page.
 
-    python tools/reference_readme.py          # rewrite the block in both pages
-    python tools/reference_readme.py --check  # exit 1 if a page disagrees
+    python tools/reference_run.py          # rewrite the block
+    python tools/reference_run.py --check  # exit 1 if the page disagrees
 
-tests/test_docs.py runs the check: the pages' figures are the stored run's, never typed.
+tests/test_docs.py runs the check: the page's figures are the stored run's, never typed.
 """
 
 import argparse
@@ -18,11 +18,10 @@ import pandas as pd
 from ndir.readings import summary_table
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 #: The pages that quote the documented run, between :data:`BEGIN` and :data:`END`.
-PAGES = (README, ROOT / "docs" / "results.md")
+PAGES = (ROOT / "docs" / "results.md",)
 RUN = ROOT / "docs" / "reference_run"
-BEGIN = "<!-- reference run: written by tools/reference_readme.py from docs/reference_run; do not edit -->"
+BEGIN = "<!-- reference run: written by tools/reference_run.py from docs/reference_run; do not edit -->"
 END = "<!-- end of the reference run -->"
 
 
@@ -46,7 +45,7 @@ def block(run=RUN):
 
 
 def replaced(text, run=RUN):
-    """``text`` (the README) with its block rewritten."""
+    """``text`` (a page of :data:`PAGES`) with its block rewritten."""
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{BEGIN}\n\n{block(run)}\n\n{END}{tail}"
@@ -67,7 +66,7 @@ def main(argv=None):
         else:
             page.write_text(new, encoding="utf-8")
     for page in stale:
-        print(f"{page}: the reference run's block differs from docs/reference_run; run tools/reference_readme.py")
+        print(f"{page}: the reference run's block differs from docs/reference_run; run tools/reference_run.py")
     return 1 if stale else 0
 
 

@@ -986,7 +986,7 @@ PAPER_FINDINGS = [
 def summary_table(table):
     """The findings of a readings table (:func:`readings_table`, or its CSV read back)
     without their cells, as Markdown: section, claim, verdict and the counts behind it.
-    The README quotes the documented run's through it (``tools/reference_readme.py``)."""
+    docs/results.md quotes the documented run's through it (``tools/reference_run.py``)."""
     findings = table[table["Verdict"].notna() & (table["Verdict"] != "")]
     frame = findings[["Section", "Claim", "Verdict", "Counts"]].rename(columns={"Counts": "Cells behind it"})
     return frame.to_markdown(index=False)
