@@ -43,6 +43,32 @@ def test_approximate_assignment_finds_the_word_of_a_noisy_copy():
     assert (model.assign(X) == words).mean() > 0.99
 
 
+@pytest.mark.parametrize("nprobe", [1, 3, 8])
+def test_assign_finds_the_words_that_faiss_inverted_file_finds(nprobe):
+    """The list-by-list GEMM search visits the lists faiss's IndexIVFFlat visits: the
+    same word for every descriptor but where two candidates are within float32
+    rounding of each other."""
+    import faiss
+
+    rng = np.random.default_rng(4)
+    centroids = rng.standard_normal((3000, 24)).astype(np.float32)
+    model = VisualVocabulary(centroids, seed=0, n_iter=1, nprobe=nprobe)
+    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(24), 24, inverted_file_lists(3000))
+    index.cp.min_points_per_centroid = 1
+    index.train(centroids)
+    index.add(centroids)
+    index.nprobe = nprobe
+    X = rng.standard_normal((4000, 24)).astype(np.float32)
+    _, expected = index.search(X, 1)
+    words = model.assign(X)
+    differ = np.flatnonzero(words != expected[:, 0])
+    gap = np.abs(
+        ((X[differ] - centroids[words[differ]]) ** 2).sum(1)
+        - ((X[differ] - centroids[expected[differ, 0]]) ** 2).sum(1)
+    )
+    assert differ.size <= 2 and np.all(gap < 1e-4)
+
+
 def test_encode_counts_words(vocabulary):
     X = vocabulary.centroids_[[3, 3, 7, 299]]
     counts = vocabulary.encode(X)
