@@ -37,7 +37,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from ndir import names
-from ndir.stages.sparse import final_maps, train_sparse_projector
+from ndir.stages.sparse import final_maps, train_sparse_projector, training_settings
 
 #: The columns of a spread table after the cell's (signature, R, tau), mAP in %.
 STATISTICS = ("n_seeds", "mean", "sd", "min", "max", "run_seed")
@@ -70,7 +70,6 @@ def limit_blas():
 
 def final_test_map(run, config, encoding, K, R, tau, seed):
     """Final test mAP (%, L2 scoring as Table II) of one training with ``random_state`` seed."""
-    settings = config["sparse"]
     signature = names.signature_name(encoding, K)
     with tempfile.TemporaryDirectory() as work:
         stem = Path(work) / names.projector_name(R, tau)
@@ -83,16 +82,8 @@ def final_test_map(run, config, encoding, K, R, tau, seed):
             codebook_size=K,
             n_components=R,
             sparsity=tau,
-            max_iter=settings["max_iter"],
-            queries_per_step=settings["queries_per_step"],
-            margin=settings["margin"],
-            tol=settings["tol"],
-            n_iter_no_change=settings["n_iter_no_change"],
-            renormalize=settings["renormalize"],
-            line_search=settings["line_search"],
-            eval_every=settings["eval_every"],
+            settings=training_settings(config["sparse"]),
             seed=seed,
-            flat_map_evaluations=settings["flat_map_evaluations"],
             ns_score=False,
         )
         return 100 * final_maps([stem.with_suffix(".csv")], scoring="l2")["final"].iloc[0]

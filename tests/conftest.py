@@ -80,20 +80,22 @@ def paper_grid(tmp_path):
     return config
 
 
-#: Settings of a small Algorithm 1 training for the stage tests (R = 4, tau = 0.5, an
-#: evaluation every 5 steps); each test adds max_iter and what it is about.
-SMALL_TRAINING = dict(
-    n_components=4,
-    sparsity=0.5,
-    queries_per_step=4,
-    margin=1e-2,
-    tol=1e-12,
-    n_iter_no_change=None,
-    renormalize=True,
-    line_search="projected",
-    eval_every=5,
-    seed=0,
-)
+def small_training(max_iter, flat_map_evaluations=None):
+    """Arguments of a small Algorithm 1 training for the stage tests (R = 4, tau = 0.5, an
+    evaluation every 5 steps): ``train_sparse_projector``'s cell, seed and ``settings``
+    (the config's ``sparse`` keys it reads), ``max_iter`` steps."""
+    settings = dict(
+        max_iter=max_iter,
+        queries_per_step=4,
+        margin=1e-2,
+        tol=1e-12,
+        n_iter_no_change=None,
+        renormalize=True,
+        line_search="projected",
+        eval_every=5,
+        flat_map_evaluations=flat_map_evaluations,
+    )
+    return dict(n_components=4, sparsity=0.5, settings=settings, seed=0)
 
 
 # Tiny retrieval models shared by the index and CLI tests.

@@ -250,3 +250,32 @@ def test_stage_functions_take_no_default_for_what_a_rule_passes():
         if parameter.name in params and parameter.default is not inspect.Parameter.empty
     ]
     assert not defaulted, "a second home for values config.yaml passes: " + "; ".join(defaulted)
+
+
+def test_each_sparse_key_reaches_the_estimator_through_the_one_table():
+    """config.yaml's ``sparse`` section and ``sparse_rank.CONFIG_PARAMETERS`` agree: every
+    key sets an estimator parameter (the table) or is one of CONFIG_OTHERS, never both;
+    each parameter the table names is SparseRankProjector's, named once; the rule's
+    ``settings`` are the table's keys but the grid, and flat_map_evaluations; and an
+    estimator built by projector_params holds each value under the table's name."""
+    from ndir.projection import SparseRankProjector
+    from ndir.projection.sparse_rank import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, projector_params
+    from ndir.stages.sparse import TRAINING_KEYS, training_settings
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    section = config["sparse"]
+    unplaced = set(section) - set(CONFIG_PARAMETERS) - set(CONFIG_OTHERS)
+    assert not unplaced, f"sparse.{', sparse.'.join(sorted(unplaced))}: in no table of ndir.projection.sparse_rank"
+    assert not set(CONFIG_PARAMETERS) & set(CONFIG_OTHERS)
+    stale = (set(CONFIG_PARAMETERS) | set(CONFIG_OTHERS)) - set(section)
+    assert not stale, f"{sorted(stale)}: in sparse_rank's tables, not in config.yaml's sparse section"
+    parameters = list(CONFIG_PARAMETERS.values())
+    assert set(parameters) <= set(SparseRankProjector(1).get_params()) and len(set(parameters)) == len(parameters)
+    assert set(CONFIG_GRID) <= set(CONFIG_PARAMETERS)
+    assert set(TRAINING_KEYS) == (set(CONFIG_PARAMETERS) - set(CONFIG_GRID)) | {"flat_map_evaluations"}
+    settings = training_settings(section)
+    built = SparseRankProjector(**projector_params(settings, 32, 0.9, config["seed"])).get_params()
+    for key, parameter in CONFIG_PARAMETERS.items():
+        if key not in CONFIG_GRID:
+            assert built[parameter] == section[key], key
+    assert (built["n_components"], built["sparsity"], built["random_state"]) == (32, 0.9, config["seed"])

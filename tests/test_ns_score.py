@@ -8,7 +8,7 @@ import pytest
 from ndir.evaluation import ns_score
 from ndir.report import with_ns_columns
 
-from .conftest import SMALL_TRAINING, size_limits_for
+from .conftest import size_limits_for, small_training
 from .test_stages_jcf import small_set  # noqa: F401 (the fixture of the JCF stage tests)
 
 
@@ -142,10 +142,8 @@ def test_a_ukbench_training_records_the_ns_score_table2_reads(tmp_path):
         history=history,
         encoding="fv",
         codebook_size=16,
-        max_iter=20,
         ns_score=True,
-        flat_map_evaluations=None,
-        **SMALL_TRAINING,
+        **small_training(max_iter=20),
     )
     curve = pd.read_csv(history)
     evaluated = curve["test_map_dot"].notna()
@@ -255,7 +253,7 @@ def test_the_seeds_comparison_scores_ns_on_ukbench_only(tmp_path):
     projector, history = tmp_path / "fv-16" / "R4-tau0.5.npz", tmp_path / "fv-16" / "R4-tau0.5.csv"
     train_sparse_projector(
         images=paths["images"], signatures=paths["signatures"], projector=projector, history=history, encoding="fv",
-        codebook_size=16, max_iter=10, ns_score=True, flat_map_evaluations=None, **SMALL_TRAINING,
+        codebook_size=16, ns_score=True, **small_training(max_iter=10),
     )  # fmt: skip
 
     def compare(folder, ns):

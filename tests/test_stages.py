@@ -20,7 +20,7 @@ from ndir.stages.baseline import table1
 from ndir.stages.common import run_rule, shard_rows, split_together
 from ndir.stages.data import index_dataset, input_summary
 
-from .conftest import SMALL_TRAINING, size_limits_for
+from .conftest import size_limits_for, small_training
 
 DESCRIPTORS = {"max_width": 512, "step": 4, "cell_sizes": [4, 8]}
 
@@ -655,10 +655,8 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
             history=tmp_path / f"{name}.csv",
             encoding="fv",
             codebook_size=16,
-            max_iter=max_iter,
-            flat_map_evaluations=flat_map_evaluations,
             ns_score=False,
-            **SMALL_TRAINING,
+            **small_training(max_iter, flat_map_evaluations),
         )
         return pd.read_csv(tmp_path / f"{name}.csv"), load_projector(tmp_path / f"{name}.npz")[0]
 

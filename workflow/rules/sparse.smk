@@ -1,3 +1,6 @@
+from ndir.stages.sparse import training_settings
+
+
 rule train_sparse_projector:
     input:
         images=rules.index_dataset.output.images,
@@ -20,16 +23,10 @@ rule train_sparse_projector:
         codebook_size=signature_codebook_size,
         n_components=projector_dim,
         sparsity=projector_sparsity,
-        max_iter=config["sparse"]["max_iter"],
-        queries_per_step=config["sparse"]["queries_per_step"],
-        margin=config["sparse"]["margin"],
-        tol=config["sparse"]["tol"],
-        n_iter_no_change=config["sparse"]["n_iter_no_change"],
-        renormalize=config["sparse"]["renormalize"],
-        line_search=config["sparse"]["line_search"],
-        eval_every=config["sparse"]["eval_every"],
+        # The section's keys that a training reads, under their config names: the
+        # estimator's names are ndir.projection.sparse_rank.CONFIG_PARAMETERS's.
+        settings=training_settings(config["sparse"]),
         seed=config["seed"],
-        flat_map_evaluations=config["sparse"]["flat_map_evaluations"],
         ns_score=config["dataset"]["kind"] == "ukbench",
     script:
         "../scripts/train_sparse_projector.py"

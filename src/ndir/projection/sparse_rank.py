@@ -96,6 +96,38 @@ STOP_MAX_ITER = "max_iter steps"
 STOP_CALLBACK = "the callback (flat training mAP)"
 STOP_REASONS = (STOP_TOL, STOP_STALLED, STOP_MAX_ITER, STOP_CALLBACK)
 
+#: The one table from the workflow's config to the estimator: each key of the config's
+#: ``sparse`` section that sets a :class:`SparseRankProjector` parameter, and that
+#: parameter. ``dims`` and ``sparsity`` are lists, the grid of cells (signature, R, tau):
+#: a training gets one R and one tau (:func:`projector_params`). The run's top-level
+#: ``seed`` is ``random_state``.
+CONFIG_PARAMETERS = {
+    "dims": "n_components",
+    "sparsity": "sparsity",
+    "max_iter": "max_iter",
+    "queries_per_step": "n_queries_per_step",
+    "margin": "margin",
+    "tol": "tol",
+    "n_iter_no_change": "n_iter_no_change",
+    "renormalize": "renormalize",
+    "line_search": "line_search",
+    "eval_every": "callback_every",
+}
+#: Keys of the ``sparse`` section that are lists of cells (one value per training).
+CONFIG_GRID = ("dims", "sparsity")
+#: Keys of the ``sparse`` section that no estimator parameter takes: the cells of Figures
+#: 2 and 3, and the workflow's stop on a flat training mAP (its callback's).
+CONFIG_OTHERS = ("convergence_dim", "convergence_sparsity", "flat_map_evaluations")
+
+
+def projector_params(settings, n_components, sparsity, seed):
+    """Keyword arguments of :class:`SparseRankProjector` for one training: the values of
+    the config's ``sparse`` section ``settings`` under the names of
+    :data:`CONFIG_PARAMETERS`, with the cell's R (``n_components``) and tau
+    (``sparsity``) and the run's ``seed`` as ``random_state``."""
+    params = {name: settings[key] for key, name in CONFIG_PARAMETERS.items() if key not in CONFIG_GRID}
+    return {**params, "n_components": n_components, "sparsity": sparsity, "random_state": seed}
+
 
 class SparseRankProjector(TransformerMixin, BaseEstimator):
     """Projection learned to rank near duplicates first, with M non-zeros per column.

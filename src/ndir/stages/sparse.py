@@ -17,6 +17,7 @@ from ndir.evaluation import ns_score as ns_score_of
 from ndir.model_files import read_result
 from ndir.projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
 from ndir.projection.product import TransposedBlocks
+from ndir.projection.sparse_rank import CONFIG_GRID, CONFIG_PARAMETERS, projector_params
 from ndir.report import NS_NOTE, interval_note, is_inria_holidays, n_test_queries, table_caption, table_stem
 from ndir.stages.common import split_signatures
 
@@ -29,6 +30,17 @@ SCORINGS = ("dot", "l2")
 #: Training mAP that moves by at most this much (a fraction: 0.1 point) over the
 #: evaluations of ``flat_map_evaluations`` counts as flat.
 FLAT_MAP_TOLERANCE = 1e-3
+#: The keys of the config's ``sparse`` section that a training reads: the estimator's
+#: (:data:`ndir.projection.sparse_rank.CONFIG_PARAMETERS` but the grid of cells, which
+#: reaches a training as its R and tau) and ``flat_map_evaluations``.
+TRAINING_KEYS = (*(key for key in CONFIG_PARAMETERS if key not in CONFIG_GRID), "flat_map_evaluations")
+
+
+def training_settings(section):
+    """The keys of :data:`TRAINING_KEYS` of the config's ``sparse`` section: the
+    ``settings`` of :func:`train_sparse_projector` (and rule train_sparse_projector's,
+    which reruns a training when one of them changes, not when the grid grows)."""
+    return {key: section[key] for key in TRAINING_KEYS}
 
 
 def map_is_flat(maps, n_evaluations, tolerance=FLAT_MAP_TOLERANCE):
@@ -66,27 +78,22 @@ def train_sparse_projector(
     codebook_size,
     n_components,
     sparsity,
-    max_iter,
-    queries_per_step,
-    margin,
-    tol,
-    n_iter_no_change,
-    renormalize,
-    line_search,
-    eval_every,
+    settings,
     seed,
-    flat_map_evaluations,
     ns_score,
 ):
     """Learn a sparse rank projector (Algorithm 1) on the training split.
 
     ``signatures`` are the ``encoding`` signatures with a codebook of ``codebook_size``
-    words; ``n_components`` is R, ``sparsity`` tau. Writes the projector (``.npz``, see
+    words; ``n_components`` is R, ``sparsity`` tau. ``settings`` holds the config's
+    ``sparse`` keys of :data:`TRAINING_KEYS` (:func:`training_settings`), which reach
+    the estimator under the names of :data:`ndir.projection.sparse_rank.CONFIG_PARAMETERS`;
+    ``seed`` is its random state. Writes the projector (``.npz``, see
     :mod:`ndir.projection.storage`; its meta records the signature name, R and tau) and
     its history (CSV): one row per iteration with the run's parameters
     (:data:`HISTORY_RUN_COLUMNS`), the objective (Eq. 13), the objective
     before that step's l0 projection and the step size, and every
-    ``eval_every`` steps the train and test mAP under both scorings
+    ``settings["eval_every"]`` steps the train and test mAP under both scorings
     (``{train,test}_map_{dot,l2}``, in [0, 1]); with fewer than
     :data:`~ndir.evaluation.INTERVAL_MAX_QUERIES` test queries also their 95 % bootstrap
     intervals (``test_map_{dot,l2}_{low,high}``). Iteration 0 is the initial PCA
@@ -96,16 +103,18 @@ def train_sparse_projector(
     score under both scorings (``test_ns_{dot,l2}``, out of 4;
     :func:`ndir.evaluation.ns_score`).
 
-    With ``flat_map_evaluations`` k (None: never), the training also stops at the
+    With ``settings["flat_map_evaluations"]`` k (None: never), the training also stops at the
     evaluation where its training mAP (dot) has moved by at most
     :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`).
     """
+    params = projector_params(settings, n_components, sparsity, seed)
+    flat_map_evaluations = settings["flat_map_evaluations"]
     splits = split_signatures(images, signatures)
     X_train, groups_train, is_query_train = splits["train"]
-    if queries_per_step >= is_query_train.sum():
+    if params["n_queries_per_step"] >= is_query_train.sum():
         logger.info(
             "sparse.queries_per_step %d >= the %d training queries: every step uses them all",
-            queries_per_step,
+            params["n_queries_per_step"],
             is_query_train.sum(),
         )
     # Laid out once for the history's many projections through the sparse U, and read by
@@ -139,21 +148,8 @@ def train_sparse_projector(
             )
         return flat
 
-    model = SparseRankProjector(
-        n_components=n_components,
-        sparsity=sparsity,
-        max_iter=max_iter,
-        n_queries_per_step=queries_per_step,
-        margin=margin,
-        tol=tol,
-        n_iter_no_change=n_iter_no_change,
-        renormalize=renormalize,
-        line_search=line_search,
-        callback=record,
-        callback_every=eval_every,
-        n_jobs=1,  # the rule's threads: 1; trainings run side by side, one per core
-        random_state=seed,
-    )
+    # n_jobs: the rule's threads, 1; trainings run side by side, one per core.
+    model = SparseRankProjector(**params, callback=record, n_jobs=1)
     start = time.perf_counter()
     model.fit(X_train, groups_train, queries=is_query_train, transposed=blocked["train"])
     # The fit's own time: the mAP measurements of the callback are not training.
@@ -191,9 +187,9 @@ def train_sparse_projector(
             sparsity=float(sparsity),
             n_nonzero=int(model.n_nonzero_),
             n_iter=int(model.n_iter_),
-            margin=float(margin),
-            renormalize=bool(renormalize),
-            line_search=str(line_search),
+            margin=float(params["margin"]),
+            renormalize=bool(params["renormalize"]),
+            line_search=str(params["line_search"]),
             seed=int(seed),
             fit_seconds=round(fit_seconds, 3),
         )
