@@ -1,7 +1,7 @@
 rule evaluate_pca_baseline:
     input:
         images=rules.index_dataset.output.images,
-        signatures=f"results/signatures/{names.SIGNATURE}.npy",
+        signatures=rules.gather_signatures.output.signatures,
     output:
         results=f"results/evaluation/pca/{names.SIGNATURE}.csv",
     log:
@@ -28,7 +28,7 @@ rule evaluate_pca_baseline:
 rule evaluate_reduction_baselines:
     input:
         images=rules.index_dataset.output.images,
-        signatures=f"results/signatures/{names.SIGNATURE}.npy",
+        signatures=rules.gather_signatures.output.signatures,
     output:
         results=f"results/evaluation/baselines/{names.SIGNATURE}.csv",
     log:

@@ -7,20 +7,20 @@ from ndir.browse import TOP_K
 
 rule browse:
     input:
-        images="results/data/images.csv",
-        data_report="results/data/report.json",
+        images=rules.index_dataset.output.images,
+        data_report=rules.index_dataset.output.report,
         signatures=expand("results/signatures/{name}.npy", name=signature_names()),
         projectors=[path.removesuffix(".csv") + ".npz" for path in table2_histories()],
         histories=table2_histories(),
         table1="results/tables/table1.csv",
         table2="results/tables/table2.csv",
-        counts="results/signatures/bovw.npz" if seeds_enabled() else [],
-        tfidf_record="results/seeds/tfidf.json" if seeds_enabled() else [],
+        counts=rules.gather_bovw.output.counts if seeds_enabled() else [],
+        tfidf_record=rules.evaluate_tfidf.output.record if seeds_enabled() else [],
         similarity_matrix=(
-            "results/seeds/similarity_matrix.npz" if seeds_enabled() else []
+            rules.train_similarity_matrix.output.model if seeds_enabled() else []
         ),
         similarity_record=(
-            "results/seeds/similarity_matrix.json" if seeds_enabled() else []
+            rules.train_similarity_matrix.output.record if seeds_enabled() else []
         ),
         soml_models=expand(
             "results/seeds/soml-{variant}/tfidf.npz", variant=READINGS_SOML
@@ -28,7 +28,7 @@ rule browse:
         soml_records=expand(
             "results/seeds/soml-{variant}/tfidf.json", variant=READINGS_SOML
         ),
-        jcf_features="results/jcf/features.npz" if jcf_enabled() else [],
+        jcf_features=rules.gather_jcf_features.output.features if jcf_enabled() else [],
         jcf_codebooks=[
             f"results/codebooks/{names.signature_name('fv', K)}.npz"
             for K in READINGS_JCF_SIZES
@@ -43,7 +43,7 @@ rule browse:
         ),
         jcf_models=[f"results/jcf/{run}.npz" for run in READINGS_JCF_RUNS],
         jcf_records=[f"results/jcf/{run}.json" for run in READINGS_JCF_RUNS],
-        comparison="results/seeds/comparison.csv" if seeds_enabled() else [],
+        comparison=rules.seeds_comparison.output.records_csv if seeds_enabled() else [],
     output:
         page=report(
             "results/browse/index.html",

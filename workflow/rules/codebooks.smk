@@ -23,7 +23,7 @@ rule sample_descriptors:
 
 rule fit_descriptor_pca:
     input:
-        sample="results/codebooks/descriptor_sample.npy",
+        sample=rules.sample_descriptors.output.sample,
     output:
         pca="results/codebooks/pca.npz",
     log:
@@ -45,7 +45,7 @@ rule fit_descriptor_pca:
 
 rule fit_vlad_codebook:
     input:
-        sample="results/codebooks/descriptor_sample.npy",
+        sample=rules.sample_descriptors.output.sample,
     output:
         codebook=f"results/codebooks/{names.signature_name('vlad', '{K}')}.npz",
     log:
@@ -70,8 +70,8 @@ rule fit_vlad_codebook:
 
 rule fit_fisher_codebook:
     input:
-        sample="results/codebooks/descriptor_sample.npy",
-        pca="results/codebooks/pca.npz",
+        sample=rules.sample_descriptors.output.sample,
+        pca=rules.fit_descriptor_pca.output.pca,
     output:
         codebook=f"results/codebooks/{names.signature_name('fv', '{K}')}.npz",
     log:

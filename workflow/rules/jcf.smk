@@ -1,7 +1,7 @@
 rule extract_jcf_features:
     input:
         images=rules.index_dataset.output.images,
-        pca="results/codebooks/pca.npz",
+        pca=rules.fit_descriptor_pca.output.pca,
     output:
         features="results/jcf/features/shards/{shard}.npz",
     log:
@@ -51,7 +51,7 @@ rule evaluate_second_order:
     input:
         unpack(jcf_pooling_codebook),
         images=rules.index_dataset.output.images,
-        features="results/jcf/features.npz",
+        features=rules.gather_jcf_features.output.features,
     output:
         record="results/jcf/second_order_pooling-K{K}.json",
     log:
@@ -75,7 +75,7 @@ rule train_jcf:
     input:
         unpack(jcf_run_codebook),
         images=rules.index_dataset.output.images,
-        features="results/jcf/features.npz",
+        features=rules.gather_jcf_features.output.features,
     output:
         model="results/jcf/{jcf_run}.npz",
         record="results/jcf/{jcf_run}.json",

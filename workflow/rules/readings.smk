@@ -22,13 +22,13 @@ rule readings:
         table2="results/tables/table2.csv",
         costs="results/tables/costs.csv",
         # The seeds' and JCF's files: empty lists when the run has none.
-        counts="results/signatures/bovw.npz" if seeds_enabled() else [],
-        tfidf_record="results/seeds/tfidf.json" if seeds_enabled() else [],
+        counts=rules.gather_bovw.output.counts if seeds_enabled() else [],
+        tfidf_record=rules.evaluate_tfidf.output.record if seeds_enabled() else [],
         similarity_matrix=(
-            "results/seeds/similarity_matrix.npz" if seeds_enabled() else []
+            rules.train_similarity_matrix.output.model if seeds_enabled() else []
         ),
         similarity_record=(
-            "results/seeds/similarity_matrix.json" if seeds_enabled() else []
+            rules.train_similarity_matrix.output.record if seeds_enabled() else []
         ),
         soml_models=expand(
             "results/seeds/soml-{variant}/tfidf.npz", variant=READINGS_SOML
@@ -36,7 +36,7 @@ rule readings:
         soml_records=expand(
             "results/seeds/soml-{variant}/tfidf.json", variant=READINGS_SOML
         ),
-        jcf_features="results/jcf/features.npz" if jcf_enabled() else [],
+        jcf_features=rules.gather_jcf_features.output.features if jcf_enabled() else [],
         jcf_codebooks=[
             f"results/codebooks/{names.signature_name('fv', K)}.npz"
             for K in READINGS_JCF_SIZES

@@ -1,6 +1,6 @@
 rule fit_visual_vocabulary:
     input:
-        sample="results/codebooks/descriptor_sample.npy",
+        sample=rules.sample_descriptors.output.sample,
     output:
         vocabulary="results/codebooks/vocabulary.npz",
     log:
@@ -26,7 +26,7 @@ rule fit_visual_vocabulary:
 rule encode_bovw_shard:
     input:
         images=rules.index_dataset.output.images,
-        vocabulary="results/codebooks/vocabulary.npz",
+        vocabulary=rules.fit_visual_vocabulary.output.vocabulary,
     output:
         counts="results/signatures/shards/bovw-{shard}.npz",
     log:
@@ -72,7 +72,7 @@ rule gather_bovw:
 rule evaluate_tfidf:
     input:
         images=rules.index_dataset.output.images,
-        counts="results/signatures/bovw.npz",
+        counts=rules.gather_bovw.output.counts,
     output:
         record="results/seeds/tfidf.json",
     log:
@@ -123,8 +123,8 @@ rule train_soml:
 rule train_similarity_matrix:
     input:
         images=rules.index_dataset.output.images,
-        counts="results/signatures/bovw.npz",
-        vocabulary="results/codebooks/vocabulary.npz",
+        counts=rules.gather_bovw.output.counts,
+        vocabulary=rules.fit_visual_vocabulary.output.vocabulary,
     output:
         model="results/seeds/similarity_matrix.npz",
         record="results/seeds/similarity_matrix.json",
@@ -183,7 +183,7 @@ rule seeds_comparison:
 
 rule frontier:
     input:
-        records="results/seeds/comparison.csv",
+        records=rules.seeds_comparison.output.records_csv,
     output:
         table=report_table("frontier"),
         figure=report_figure("frontier", "Accuracy-cost frontier", "frontier_figure"),
