@@ -78,16 +78,6 @@ def signature_names():
     return list(signatures())
 
 
-def signature_encoding(wildcards):
-    """The encoding of the signature of a rule's wildcards (``vlad``, ``fv``)."""
-    return signatures()[wildcards.signature][0]
-
-
-def signature_codebook_size(wildcards):
-    """The codebook size K of the signature of a rule's wildcards, as an int."""
-    return signatures()[wildcards.signature][1]
-
-
 def baseline_results(selected=None):
     """Records of the reduction baselines (whitened and thresholded PCA, random
     projections, PQ) of each signature named in ``selected`` (default: every signature).
@@ -174,16 +164,6 @@ def codebook_size(wildcards):
 def shard_index(wildcards):
     """The shard number of a rule's wildcards, as an int."""
     return int(wildcards.shard)
-
-
-def projector_dim(wildcards):
-    """The output dimension R of a rule's wildcards, as an int."""
-    return int(wildcards.R)
-
-
-def projector_sparsity(wildcards):
-    """The sparsity rate tau of a rule's wildcards, as a float."""
-    return float(wildcards.tau)
 
 
 def training_runtime(wildcards):

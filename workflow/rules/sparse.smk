@@ -19,10 +19,11 @@ rule train_sparse_projector:
         mem_mb=4000,
         runtime=training_runtime,
     params:
-        encoding=signature_encoding,
-        codebook_size=signature_codebook_size,
-        n_components=projector_dim,
-        sparsity=projector_sparsity,
+        # The cell of the wildcards: its signature's (encoding, K), R and tau.
+        encoding=lambda wildcards: signatures()[wildcards.signature][0],
+        codebook_size=lambda wildcards: signatures()[wildcards.signature][1],
+        n_components=lambda wildcards: int(wildcards.R),
+        sparsity=lambda wildcards: float(wildcards.tau),
         # The section's keys that a training reads, under their config names: the
         # estimator's names are ndir.projection.sparse_rank.CONFIG_PARAMETERS's.
         settings=training_settings(config["sparse"]),
