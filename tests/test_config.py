@@ -279,3 +279,32 @@ def test_each_sparse_key_reaches_the_estimator_through_the_one_table():
         if key not in CONFIG_GRID:
             assert built[parameter] == section[key], key
     assert (built["n_components"], built["sparsity"], built["random_state"]) == (32, 0.9, config["seed"])
+
+
+def test_each_jcf_key_reaches_the_estimator_through_the_one_table():
+    """config.yaml's ``seeds.jcf`` section and ``ndir.jcf.CONFIG_PARAMETERS`` agree: every
+    key sets a JCF parameter (the table) or is one of CONFIG_OTHERS, never both; each
+    parameter the table names is JCF's, named once; the rule's ``settings`` are the
+    table's keys but the grid; and an estimator built by jcf_params holds each value
+    under the table's name."""
+    from ndir.jcf import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, JCF, jcf_params
+    from ndir.stages.jcf import TRAINING_KEYS, training_settings
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    section = config["seeds"]["jcf"]
+    unplaced = set(section) - set(CONFIG_PARAMETERS) - set(CONFIG_OTHERS)
+    assert not unplaced, f"seeds.jcf.{', seeds.jcf.'.join(sorted(unplaced))}: in no table of ndir.jcf"
+    assert not set(CONFIG_PARAMETERS) & set(CONFIG_OTHERS)
+    stale = (set(CONFIG_PARAMETERS) | set(CONFIG_OTHERS)) - set(section)
+    assert not stale, f"{sorted(stale)}: in ndir.jcf's tables, not in config.yaml's seeds.jcf section"
+    parameters = list(CONFIG_PARAMETERS.values())
+    assert set(parameters) <= set(JCF().get_params()) and len(set(parameters)) == len(parameters)
+    assert set(CONFIG_GRID) <= set(CONFIG_PARAMETERS)
+    assert set(TRAINING_KEYS) == set(CONFIG_PARAMETERS) - set(CONFIG_GRID)
+    settings = training_settings(section)
+    assert set(settings) == set(TRAINING_KEYS)
+    built = JCF(**jcf_params(settings, 32, 4, config["seed"])).get_params()
+    for key, parameter in CONFIG_PARAMETERS.items():
+        if key not in CONFIG_GRID:
+            assert built[parameter] == section[key], key
+    assert (built["n_components"], built["n_shared"], built["random_state"]) == (32, 4, config["seed"])

@@ -366,9 +366,11 @@ def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):  # n
     out["random_record"] = tmp_path / "run-random.json"
     evaluate_second_order(small_set["images"], small_set["features"], tmp_path / "pooling.json", 1, ns_score=True)
     train_jcf(
-        small_set["images"], small_set["features"], **out, n_clusters=1, n_components=3, n_shared=None, margin=0.3,
-        learning_rate=0.2, epochs=1, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4, seed=0, ns_score=True,
-        posterior_threshold=0.0,
+        small_set["images"], small_set["features"], **out, n_clusters=1, n_components=3, n_shared=None, seed=0,
+        ns_score=True, settings=dict(
+            margin=0.3, learning_rate=0.2, epochs=1, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4,
+            posterior_threshold=0.0,
+        ),
     )  # fmt: skip
     for path in (tmp_path / "pooling.json", out["record"], out["random_record"]):
         assert 1 <= json.loads(path.read_text())["test_ns"] <= 3, path.name

@@ -208,16 +208,16 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
     out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
     out["random_record"] = tmp_path / "run-random.json"
     R = 3
-    options = dict(
-        n_components=R, n_shared=k, margin=0.3, learning_rate=learning_rate, batch_groups=2, holdout_fraction=0.5,
-        sqrt_eps=1e-4,
+    settings = dict(
+        margin=0.3, learning_rate=learning_rate, epochs=3, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4,
+        posterior_threshold=0.0,
     )  # fmt: skip
     codebook = small_set["codebook"] if K_run > 1 else None
     clock = itertools.count(1000.0, 2.0)  # every reading of the stage's clock 2 s after the last
     monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     train_jcf(
-        small_set["images"], small_set["features"], **out, codebook=codebook, n_clusters=K_run, epochs=3, seed=seed,
-        ns_score=False, posterior_threshold=0.0, **options,
+        small_set["images"], small_set["features"], **out, codebook=codebook, n_clusters=K_run, n_components=R,
+        n_shared=k, settings=settings, seed=seed, ns_score=False,
     )  # fmt: skip
     learned, random = (json.loads(out[name].read_text()) for name in ("record", "random_record"))
     parameters = 2 * R * D * K_run if k is None else 2 * (K_run * k + R * D * k)
@@ -245,9 +245,11 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
     # learned record, the same estimator and seed without an epoch for the random one.
     splits = load_features(small_set["images"], small_set["features"], codebook)
     (X_train, H_train, groups_train, _), (X, H, groups, is_query) = splits["train"], splits["test"]
-    start = JCF(n_epochs=0, random_state=seed, **options).fit(
-        X_train, H_train, groups_train, split_together(small_set["images"], "train")
-    )
+    start = JCF(
+        n_components=R, n_shared=k, margin=0.3, learning_rate=learning_rate, n_epochs=0, batch_groups=2,
+        holdout_fraction=0.5, sqrt_eps=1e-4, posterior_threshold=0.0, random_state=seed,
+    )  # fmt: skip
+    start.fit(X_train, H_train, groups_train, split_together(small_set["images"], "train"))
     model = JCF.load(out["model"])
     for record, estimator in ((learned, model), (random, start)):
         Y = estimator.transform(X, H)
@@ -265,9 +267,11 @@ def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
     with pytest.raises(ResultFileError, match="K = 8"):
         train_jcf(
             small_set["images"], small_set["features"], **out, codebook=small_set["codebook"],
-            n_clusters=8, n_components=2, n_shared=None, margin=0.3, learning_rate=0.05,
-            epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4, seed=0, ns_score=False,
-            posterior_threshold=0.0,
+            n_clusters=8, n_components=2, n_shared=None, seed=0, ns_score=False,
+            settings=dict(
+                margin=0.3, learning_rate=0.05, epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4,
+                posterior_threshold=0.0,
+            ),
         )  # fmt: skip
 
 

@@ -1,3 +1,6 @@
+from ndir.stages.jcf import training_settings as jcf_training_settings
+
+
 rule extract_jcf_features:
     input:
         images=rules.index_dataset.output.images,
@@ -97,13 +100,9 @@ rule train_jcf:
         n_clusters=jcf_clusters,
         n_components=jcf_components,
         n_shared=jcf_shared,
-        margin=config["seeds"]["jcf"]["margin"],
-        learning_rate=config["seeds"]["jcf"]["learning_rate"],
-        epochs=config["seeds"]["jcf"]["epochs"],
-        batch_groups=config["seeds"]["jcf"]["batch_groups"],
-        holdout_fraction=config["seeds"]["jcf"]["holdout_fraction"],
-        sqrt_eps=config["seeds"]["jcf"]["sqrt_eps"],
-        posterior_threshold=config["seeds"]["jcf"]["posterior_threshold"],
+        # The section's keys that a training reads, under their config names: the
+        # estimator's names are ndir.jcf.CONFIG_PARAMETERS's.
+        settings=jcf_training_settings(config["seeds"]["jcf"]),
         seed=config["seed"],
         ns_score=config["dataset"]["kind"] == "ukbench",
     script:

@@ -61,7 +61,9 @@ without notice. They depend on each other in this order, none on a later one:
 - ``_factorised``: factorised pooling, forward and backward, by blocks of lifted rows;
 - ``_second_order``: the second-order baselines without learning (they reuse the lift);
 - ``_loss``: the hardest-negative triplet loss and its gradient;
-- ``_estimator``: :class:`JCF`, learning, model selection, encoding and its model file;
+- ``_estimator``: :class:`JCF`, learning, model selection, encoding and its model file,
+  and the table from the workflow config's ``seeds.jcf`` keys to its parameters
+  (:data:`CONFIG_PARAMETERS`, :func:`jcf_params`);
 - ``_cost``: multiply-adds per image of each pooling, for the cost tables.
 
 The split keeps each formula beside its test's subject (tests/test_jcf.py follows the
@@ -69,7 +71,7 @@ same sections) and the 360-line estimator apart from the numerical kernels it ca
 """
 
 from ndir.jcf._cost import pooling_madds
-from ndir.jcf._estimator import JCF
+from ndir.jcf._estimator import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, JCF, jcf_params
 from ndir.jcf._factorised import factorised_pooling
 from ndir.jcf._features import codebook_features, subsample_descriptors
 from ndir.jcf._loss import hardest_negative_triplet_loss
@@ -82,11 +84,15 @@ from ndir.jcf._second_order import (
 )
 
 __all__ = [
+    "CONFIG_GRID",
+    "CONFIG_OTHERS",
+    "CONFIG_PARAMETERS",
     "JCF",
     "codebook_features",
     "codebook_second_order_pooling",
     "factorised_pooling",
     "hardest_negative_triplet_loss",
+    "jcf_params",
     "pooling_madds",
     "second_order_gram",
     "second_order_pooling",

@@ -30,7 +30,15 @@ from ndir.codebooks import DescriptorPCA, load_codebook
 from ndir.descriptors import image_descriptors_with
 from ndir.encoding import gmm_posteriors
 from ndir.errors import DatasetError, ResultFileError
-from ndir.jcf import JCF, pooling_madds, second_order_gram, subsample_descriptors
+from ndir.jcf import (
+    CONFIG_GRID,
+    CONFIG_PARAMETERS,
+    JCF,
+    jcf_params,
+    pooling_madds,
+    second_order_gram,
+    subsample_descriptors,
+)
 from ndir.model_files import read_result_arrays
 from ndir.report import table_caption, table_stem
 from ndir.stages.common import check_shard_order, read_image_table, shard_rows, split_together
@@ -43,6 +51,17 @@ logger = logging.getLogger(__name__)
 #: (``"none"`` for the baselines, ``"random"`` or ``"learned"``); ``family`` is one
 #: of :data:`ndir.report.JCF_FAMILY_ORDER`.
 JCF_KEYS = ("family", "K", "R", "k", "n_parameters", "dims", "initialisation")
+#: The keys of the config's ``seeds.jcf`` section that a training reads: the estimator's
+#: (:data:`ndir.jcf.CONFIG_PARAMETERS` but the grid of runs, which reaches a training
+#: as its R and k).
+TRAINING_KEYS = tuple(key for key in CONFIG_PARAMETERS if key not in CONFIG_GRID)
+
+
+def training_settings(section):
+    """The keys of :data:`TRAINING_KEYS` of the config's ``seeds.jcf`` section: the
+    ``settings`` of :func:`train_jcf` (and rule train_jcf's, which reruns a training
+    when one of them changes, not when a codebook size or a run is added)."""
+    return {key: section[key] for key in TRAINING_KEYS}
 
 
 # --------------------------------------------------------------------------- local features
@@ -285,24 +304,22 @@ def train_jcf(
     n_clusters,
     n_components,
     n_shared,
-    margin,
-    learning_rate,
-    epochs,
-    batch_groups,
-    holdout_fraction,
-    sqrt_eps,
+    settings,
     seed,
     ns_score,
-    posterior_threshold,
     codebook=None,
 ):
     """Learn JCF-R (``n_shared`` None), JCF-R-k or, with ``n_clusters`` = 1, the
     factorised form without codebook, on the training split; score it and its random
     initialisation (the same estimator and seed, no epoch) on the test split.
 
+    ``settings`` holds the config's ``seeds.jcf`` keys of :data:`TRAINING_KEYS`
+    (:func:`training_settings`), which reach the estimator under the names of
+    :data:`ndir.jcf.CONFIG_PARAMETERS`; ``seed`` is its random state.
+
     ``codebook``: the Fisher codebook fv-K whose posteriors are h(x) (K =
-    ``n_clusters`` > 1; unused for K = 1); those under ``posterior_threshold`` count
-    as 0 (:class:`ndir.jcf.JCF`). The hold-out that picks the epoch keeps the groups
+    ``n_clusters`` > 1; unused for K = 1); those under ``settings["posterior_threshold"]``
+    count as 0 (:class:`ndir.jcf.JCF`). The hold-out that picks the epoch keeps the groups
     of one source photograph (the image table's ``together``) on one side.
 
     Writes the model (``.npz``, :meth:`ndir.jcf.JCF.save`), the learned and the
@@ -315,26 +332,16 @@ def train_jcf(
     X_train, H_train, groups_train, _ = splits["train"]
     X_test, H_test, groups, is_query = splits["test"]
     together = split_together(images, "train")
-    options = dict(
-        n_components=n_components,
-        n_shared=n_shared,
-        sqrt_eps=sqrt_eps,
-        margin=margin,
-        learning_rate=learning_rate,
-        batch_groups=batch_groups,
-        holdout_fraction=holdout_fraction,
-        posterior_threshold=posterior_threshold,
-        random_state=seed,
-    )
+    options = jcf_params(settings, n_components, n_shared, seed)
     family = "factorised" if not use_codebook else ("JCF" if n_shared is None else "JCF shared")
     n_features = float(np.mean([len(x) for x in X_test]))
     d = X_test[0].shape[1]
     signature = local_signature(int(n_clusters), d)
 
     start = time.perf_counter()
-    learned = JCF(n_epochs=epochs, **options).fit(X_train, H_train, groups_train, together)
+    learned = JCF(**options).fit(X_train, H_train, groups_train, together)
     train_s = time.perf_counter() - start
-    random = JCF(n_epochs=0, **options).fit(X_train, H_train, groups_train, together)
+    random = JCF(**{**options, "n_epochs": 0}).fit(X_train, H_train, groups_train, together)
 
     results = {}
     for name, estimator, seconds in (("learned", learned, train_s), ("random", random, 0.0)):
@@ -362,8 +369,8 @@ def train_jcf(
                 "best_epoch": int(estimator.best_epoch_),
                 "holdout_map": float(estimator.holdout_map_),
                 "n_holdout_images": int(estimator.n_holdout_images_),
-                "margin": float(margin),
-                "learning_rate": float(learning_rate),
+                "margin": float(estimator.margin),
+                "learning_rate": float(estimator.learning_rate),
             }
         )
         results[name] = _finish(result, n_features, d, len(X_test))
