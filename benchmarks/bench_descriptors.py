@@ -14,46 +14,12 @@ OpenCV SIFT is timed once per image (it takes seconds); dense_hog best of
 
 import argparse
 import importlib.util
-from pathlib import Path
 
 import cv2
 import numpy as np
-from timing import best_time
+from timing import best_time, dense_keypoints, photos_512x384
 
-import ndir
-from ndir.descriptors import CELL_SIZES, N_CELLS, STEP, dense_grid, dense_hog
-from ndir.preprocess import preprocess
-
-
-def photos_512x384(n_images):
-    """The first ``n_images`` shipped photos that preprocess to 512x384."""
-    images = []
-    for path in sorted((Path(ndir.__file__).parent / "photos").glob("*.jpg")):
-        image = preprocess(cv2.imread(str(path), cv2.IMREAD_GRAYSCALE))
-        if image.shape == (384, 512):
-            images.append((path.name, image))
-        if len(images) == n_images:
-            break
-    return images
-
-
-def dense_keypoints(height, width):
-    """cv2.KeyPoints centred on dense_hog's patches, scale by scale.
-
-    OpenCV's SIFT bins are 3 * (size / 2) px wide (SIFT_DESCR_SCL_FCTR = 3
-    times the keypoint scale size / 2), so a cell of ``cell`` px needs
-    size = 2 * cell / 3. Taking size = patch side instead would make each
-    descriptor window 6 times wider (36 times the pixels), and the timing
-    meaningless.
-    """
-    keypoints = []
-    for cell in CELL_SIZES:
-        side = N_CELLS * cell
-        for y, x in dense_grid(height, width, STEP, side):
-            # a patch over pixels x..x+side-1 is centred on x + (side-1)/2
-            centre = (x + (side - 1) / 2, y + (side - 1) / 2)
-            keypoints.append(cv2.KeyPoint(*centre, size=2 * cell / 3, angle=0))
-    return keypoints
+from ndir.descriptors import CELL_SIZES, STEP, dense_hog
 
 
 def main():

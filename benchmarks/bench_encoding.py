@@ -35,7 +35,7 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.cluster import KMeans, MiniBatchKMeans  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
-from timing import best_time, fit_sklearn_gmm  # noqa: E402
+from timing import best_time, fit_sklearn_gmm, machine_reference  # noqa: E402
 
 from ndir.codebooks import (  # noqa: E402
     encode_image,
@@ -198,6 +198,7 @@ def main():
     X80 = rng.normal(size=(n_fit, 80)).astype(np.float32)
     codebooks = eight_codebooks(rng, 4 if args.quick else 40)
     descriptors = photo_descriptors(shipped_photos()["file"][0])
+    print(machine_reference())
     for threads in args.threads:
         faiss.omp_set_num_threads(threads)
         with threadpool_limits(limits=threads):

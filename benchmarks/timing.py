@@ -1,11 +1,21 @@
 """Shared helpers of the benchmark scripts (run them as ``python benchmarks/<x>.py``): the
-timing, and the peers that several scripts time ndir against."""
+timing, the machine reference printed beside absolute figures, and the peers that
+several scripts time ndir against."""
 
+import platform
 import time
 import warnings
+from pathlib import Path
 
+import cv2
+import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
+from threadpoolctl import threadpool_limits
+
+import ndir
+from ndir.descriptors import CELL_SIZES, N_CELLS, STEP, dense_grid
+from ndir.preprocess import preprocess
 
 
 def best_time(function, repeats=3, warmup=True):
@@ -21,6 +31,73 @@ def best_time(function, repeats=3, warmup=True):
         function()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def photos_512x384(n_images):
+    """The first ``n_images`` shipped photos that preprocess to 512x384."""
+    images = []
+    for path in sorted((Path(ndir.__file__).parent / "photos").glob("*.jpg")):
+        image = preprocess(cv2.imread(str(path), cv2.IMREAD_GRAYSCALE))
+        if image.shape == (384, 512):
+            images.append((path.name, image))
+        if len(images) == n_images:
+            break
+    return images
+
+
+def dense_keypoints(height, width):
+    """cv2.KeyPoints centred on dense_hog's patches, scale by scale.
+
+    OpenCV's SIFT bins are 3 * (size / 2) px wide (SIFT_DESCR_SCL_FCTR = 3
+    times the keypoint scale size / 2), so a cell of ``cell`` px needs
+    size = 2 * cell / 3. Taking size = patch side instead would make each
+    descriptor window 6 times wider (36 times the pixels), and the timing
+    meaningless.
+    """
+    keypoints = []
+    for cell in CELL_SIZES:
+        side = N_CELLS * cell
+        for y, x in dense_grid(height, width, STEP, side):
+            # a patch over pixels x..x+side-1 is centred on x + (side-1)/2
+            centre = (x + (side - 1) / 2, y + (side - 1) / 2)
+            keypoints.append(cv2.KeyPoint(*centre, size=2 * cell / 3, angle=0))
+    return keypoints
+
+
+def machine_reference():
+    """One line that places absolute timings on the machine that measured them: OpenCV
+    SIFT's ms per 512x384 photo (one thread, on dense_hog's grid: the reference code of
+    ``bench_descriptors.py``) and one-thread float32 GEMM GFLOP/s (2048^3), with the CPU.
+
+    Timings on shared machines drift by 2x from day to day: a figure compares with
+    another only where their references agree (or scaled by them).
+    """
+    (_, image), *_ = photos_512x384(1)
+    keypoints = dense_keypoints(*image.shape)
+    sift = cv2.SIFT_create()
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        sift_ms = 1e3 * best_time(lambda: sift.compute(image, keypoints), 2)
+    finally:
+        cv2.setNumThreads(threads)
+    a, b = (np.random.default_rng(seed).standard_normal((2048, 2048), dtype=np.float32) for seed in (0, 1))
+    with threadpool_limits(1, user_api="blas"):
+        gflops = 2 * 2048**3 / best_time(lambda: a @ b, 3) / 1e9
+    return (
+        f"machine reference: OpenCV SIFT {sift_ms:.0f} ms per 512x384 image, "
+        f"1-thread SGEMM {gflops:.0f} GFLOP/s ({_cpu_model()})"
+    )
+
+
+def _cpu_model():
+    """The CPU's model name (/proc/cpuinfo), else what ``platform`` knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def fit_sklearn_gmm(X, weights, means, variances, max_iter):

@@ -20,12 +20,13 @@ peak is at most the master's RSS plus the N largest job peaks, which is printed.
 
 import argparse
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from timing import machine_reference
 
 from ndir.provenance import job_benchmarks, summarise_benchmarks
 
@@ -87,7 +88,7 @@ def main():
         run_peers(out, args.cores, quick=args.peers_quick)
 
     largest = jobs["max_rss"].nlargest(args.cores).sum()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, --cores {args.cores}")
+    print(f"{machine_reference()}; {os.cpu_count()} cores, --cores {args.cores}")
     print(f"wall time: {wall:.1f} s ({wall / 60:.1f} min); job time summed: {jobs['s'].sum():.1f} s")
     print(
         f"peak RSS: largest job {jobs['max_rss'].max():.0f} MiB, snakemake {master_rss:.0f} MiB, "
