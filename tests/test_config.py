@@ -261,59 +261,51 @@ def test_stage_functions_take_no_default_for_what_a_rule_passes():
     assert not defaulted, "a second home for values config.yaml passes: " + "; ".join(defaulted)
 
 
-def test_each_sparse_key_reaches_the_estimator_through_the_one_table():
-    """config.yaml's ``sparse`` section and ``sparse_rank.CONFIG_PARAMETERS`` agree: every
-    key sets an estimator parameter (the table) or is one of CONFIG_OTHERS, never both;
-    each parameter the table names is SparseRankProjector's, named once; the rule's
-    ``settings`` are the table's keys but the grid, and flat_map_evaluations; and an
-    estimator built by projector_params holds each value under the table's name."""
-    from ndir.projection import SparseRankProjector
-    from ndir.projection.sparse_rank import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, projector_params
-    from ndir.stages.sparse import TRAINING_KEYS, training_settings
+def _sparse_tables():
+    from ndir.projection import SparseRankProjector, sparse_rank
+    from ndir.stages import sparse
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    section = config["sparse"]
-    unplaced = set(section) - set(CONFIG_PARAMETERS) - set(CONFIG_OTHERS)
-    assert not unplaced, f"sparse.{', sparse.'.join(sorted(unplaced))}: in no table of ndir.projection.sparse_rank"
-    assert not set(CONFIG_PARAMETERS) & set(CONFIG_OTHERS)
-    stale = (set(CONFIG_PARAMETERS) | set(CONFIG_OTHERS)) - set(section)
-    assert not stale, f"{sorted(stale)}: in sparse_rank's tables, not in config.yaml's sparse section"
-    parameters = list(CONFIG_PARAMETERS.values())
-    assert set(parameters) <= set(SparseRankProjector(1).get_params()) and len(set(parameters)) == len(parameters)
-    assert set(CONFIG_GRID) <= set(CONFIG_PARAMETERS)
-    assert set(TRAINING_KEYS) == (set(CONFIG_PARAMETERS) - set(CONFIG_GRID)) | {"flat_map_evaluations"}
-    settings = training_settings(section)
-    built = SparseRankProjector(**projector_params(settings, 32, 0.9, config["seed"])).get_params()
-    for key, parameter in CONFIG_PARAMETERS.items():
-        if key not in CONFIG_GRID:
-            assert built[parameter] == section[key], key
-    assert (built["n_components"], built["sparsity"], built["random_state"]) == (32, 0.9, config["seed"])
+    grid = {"n_components": 32, "sparsity": 0.9}
+    return sparse_rank, SparseRankProjector, sparse_rank.projector_params, grid, sparse, {"flat_map_evaluations"}
 
 
-def test_each_jcf_key_reaches_the_estimator_through_the_one_table():
-    """config.yaml's ``seeds.jcf`` section and ``ndir.jcf.CONFIG_PARAMETERS`` agree: every
-    key sets a JCF parameter (the table) or is one of CONFIG_OTHERS, never both; each
-    parameter the table names is JCF's, named once; the rule's ``settings`` are the
-    table's keys but the grid; and an estimator built by jcf_params holds each value
+def _jcf_tables():
+    import ndir.jcf
+    from ndir.stages import jcf
+
+    return ndir.jcf, ndir.jcf.JCF, ndir.jcf.jcf_params, {"n_components": 32, "n_shared": 4}, jcf, set()
+
+
+@pytest.mark.parametrize(("path", "tables"), [(("sparse",), _sparse_tables), (("seeds", "jcf"), _jcf_tables)])
+def test_each_key_of_a_section_reaches_its_estimator_through_the_one_table(path, tables):
+    """config.yaml's section and its estimator's CONFIG_PARAMETERS (ndir.projection.sparse_rank,
+    ndir.jcf) agree: every key sets an estimator parameter (the table) or is one of
+    CONFIG_OTHERS, never both; each parameter the table names is the estimator's, named
+    once; the rule's ``settings`` (the stage's training_settings) are the table's keys but
+    the grid, and the stage's own; and an estimator built from them holds each value
     under the table's name."""
-    from ndir.jcf import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, JCF, jcf_params
-    from ndir.stages.jcf import TRAINING_KEYS, training_settings
-
+    module, estimator, build, grid, stage, stage_keys = tables()
     config = yaml.safe_load((REPO / "config.yaml").read_text())
-    section = config["seeds"]["jcf"]
-    unplaced = set(section) - set(CONFIG_PARAMETERS) - set(CONFIG_OTHERS)
-    assert not unplaced, f"seeds.jcf.{', seeds.jcf.'.join(sorted(unplaced))}: in no table of ndir.jcf"
-    assert not set(CONFIG_PARAMETERS) & set(CONFIG_OTHERS)
-    stale = (set(CONFIG_PARAMETERS) | set(CONFIG_OTHERS)) - set(section)
-    assert not stale, f"{sorted(stale)}: in ndir.jcf's tables, not in config.yaml's seeds.jcf section"
-    parameters = list(CONFIG_PARAMETERS.values())
-    assert set(parameters) <= set(JCF().get_params()) and len(set(parameters)) == len(parameters)
-    assert set(CONFIG_GRID) <= set(CONFIG_PARAMETERS)
-    assert set(TRAINING_KEYS) == set(CONFIG_PARAMETERS) - set(CONFIG_GRID)
-    settings = training_settings(section)
-    assert set(settings) == set(TRAINING_KEYS)
-    built = JCF(**jcf_params(settings, 32, 4, config["seed"])).get_params()
-    for key, parameter in CONFIG_PARAMETERS.items():
-        if key not in CONFIG_GRID:
+    section = config
+    for key in path:
+        section = section[key]
+    name = ".".join(path)
+    unplaced = set(section) - set(module.CONFIG_PARAMETERS) - set(module.CONFIG_OTHERS)
+    assert not unplaced, f"{name}.{', {name}.'.join(sorted(unplaced))}: in no table of {module.__name__}"
+    assert not set(module.CONFIG_PARAMETERS) & set(module.CONFIG_OTHERS)
+    stale = (set(module.CONFIG_PARAMETERS) | set(module.CONFIG_OTHERS)) - set(section)
+    assert not stale, f"{sorted(stale)}: in {module.__name__}'s tables, not in config.yaml's {name} section"
+    parameters = list(module.CONFIG_PARAMETERS.values())
+    assert set(parameters) <= set(estimator(1).get_params()) and len(set(parameters)) == len(parameters)
+    assert set(module.CONFIG_GRID) <= set(module.CONFIG_PARAMETERS)
+    assert set(stage.TRAINING_KEYS) == (set(module.CONFIG_PARAMETERS) - set(module.CONFIG_GRID)) | stage_keys
+    settings = stage.training_settings(section)
+    assert set(settings) == set(stage.TRAINING_KEYS)
+    built = estimator(**build(settings, *grid.values(), config["seed"])).get_params()
+    for key, parameter in module.CONFIG_PARAMETERS.items():
+        if key not in module.CONFIG_GRID:
             assert built[parameter] == section[key], key
-    assert (built["n_components"], built["n_shared"], built["random_state"]) == (32, 4, config["seed"])
+    assert {**{key: built[key] for key in grid}, "random_state": built["random_state"]} == {
+        **grid,
+        "random_state": config["seed"],
+    }
