@@ -165,7 +165,7 @@ def _tiny_structure(seed=0, n_words=8, n_images=12):
 def test_gradient_matches_finite_differences(mask_chunk, monkeypatch):
     """The gradient against central differences; with mask_chunk = 3 the 19 mask
     entries are summed over images in 7 blocks (MASK_CHUNK), which must give the
-    single-block gradient exactly: each entry is the same two dot products."""
+    single-block gradient exactly: each entry is the same dot product."""
     model, X, theta, triplets, weights = _tiny_structure()
     single = model._objective(theta, X, triplets, weights)[2]
     if mask_chunk is not None:
