@@ -65,17 +65,28 @@ class _Adam:
         self.n_steps = 0
 
     def step(self, params, grads):
+        """``m = beta1 m + (1 - beta1) g``, ``v = beta2 v + (1 - beta2) g^2``, then
+        ``params -= lr m_hat / (sqrt(v_hat) + eps)``; the operations in that order, in
+        two scratch arrays per parameter (no temporary per operation)."""
         beta1, beta2 = ADAM_BETAS
         self.n_steps += 1
         for name, grad in grads.items():
             m, v = self.moments[name]
+            scratch = np.multiply(grad, 1 - beta1)
             m *= beta1
-            m += (1 - beta1) * grad
+            m += scratch
+            np.square(grad, out=scratch)
+            scratch *= 1 - beta2
             v *= beta2
-            v += (1 - beta2) * grad**2
-            m_hat = m / (1 - beta1**self.n_steps)
-            v_hat = v / (1 - beta2**self.n_steps)
-            params[name] -= self.learning_rate * m_hat / (np.sqrt(v_hat) + ADAM_EPS)
+            v += scratch
+            # scratch = sqrt(v_hat) + eps, then step = (lr * m_hat) / scratch.
+            np.divide(v, 1 - beta2**self.n_steps, out=scratch)
+            np.sqrt(scratch, out=scratch)
+            scratch += ADAM_EPS
+            step = np.divide(m, 1 - beta1**self.n_steps)
+            step *= self.learning_rate
+            step /= scratch
+            params[name] -= step
 
 
 def _epoch_record(epoch, loss, n_active, n_triplets, holdout_map, holdout_recall_at_1, start):
@@ -282,8 +293,8 @@ class JCF(BaseEstimator):
         Cost of an epoch: 8 d K R flops per training feature (the lifted rows times
         [U V], then the transposed product back; about 8 d k R in the shared form),
         plus a forward pass over the held-out images; see benchmarks/bench_jcf.py.
-        Memory: the features, the posteriors and two (n_i, R) arrays per image of a
-        batch.
+        Memory: the features, the posteriors, a copy of a batch's (its rows gathered)
+        and two (n_i, R) arrays per image of a batch.
 
         Returns
         -------

@@ -9,10 +9,12 @@ LIFT_ELEMENTS = 2**21
 """Values of the lifted block ``g(x) ⊗ x`` (n_rows x K d) formed at once (8 MiB in float32)."""
 
 SPARSE_POSTERIORS_MAX = 0.25
-"""Share of non-zero posteriors up to which the unshared projections skip the lifted
-GEMM for one small GEMM per codeword over its non-zero rows (a batch of 26 training
-images of the default run, posteriors below 1e-6 dropped: 20 % non-zero, the forward
-projection 73 against 183 ms on one core; benchmarks/bench_jcf.py times an epoch)."""
+"""Share of non-zero posteriors (over the images of one pooling call: a training
+batch, the hold-out, the images encoded) up to which the unshared projections skip
+the lifted GEMM for one GEMM per codeword over the non-zero rows of a chunk of
+images (:func:`_by_component`; a batch of 26 training images of the default run,
+posteriors below 1e-6 dropped: 20 % non-zero, 64 GEMMs per chunk of about 25 images
+instead of 64 per image). benchmarks/bench_jcf.py times an epoch."""
 
 
 def _lift(X, G):
@@ -20,27 +22,54 @@ def _lift(X, G):
     return (G[:, :, None] * X[:, None, :]).reshape(len(X), -1)
 
 
-def _by_component(X, H, W):
+def _support(H):
+    """The non-zero posteriors of H (n, c) codeword by codeword: ``rows`` and ``bounds``
+    (c + 1,), the rows where ``H[:, k]`` is non-zero being ``rows[bounds[k]:bounds[k + 1]]``,
+    ascending. One pass over H, shared by the forward and the backward projections."""
+    codewords, rows = np.nonzero(H.T)
+    return rows, np.searchsorted(codewords, np.arange(H.shape[1] + 1))
+
+
+def _by_component(X, H, W, support=None):
     """``_lift(X, H) @ W`` (n, m) summed codeword by codeword over the non-zero
-    posteriors only: ``sum_k H[:, k] (X W_k)``, W_k the rows ``k d:(k + 1) d`` of W."""
-    d = X.shape[1]
-    out = np.zeros((len(X), W.shape[1]), dtype=X.dtype)
+    posteriors only: ``sum_k H[:, k] (X W_k)``, W_k the rows ``k d:(k + 1) d`` of W, in
+    the order k = 0, 1, ...; one GEMM per codeword over its rows (``support``:
+    :func:`_support` of H, computed when None), written into reused buffers."""
+    d, m = X.shape[1], W.shape[1]
+    rows_all, bounds = _support(H) if support is None else support
+    out = np.zeros((len(X), m), dtype=X.dtype)
+    largest = int(np.diff(bounds).max(initial=0))
+    gathered = np.empty((largest, d), dtype=X.dtype)
+    products = np.empty((largest, m), dtype=X.dtype)
     for k in range(H.shape[1]):
-        rows = np.flatnonzero(H[:, k])
+        rows = rows_all[bounds[k] : bounds[k + 1]]
         if rows.size:
-            out[rows] += H[rows, k, None] * (X[rows] @ W[k * d : (k + 1) * d])
+            x, p = gathered[: rows.size], products[: rows.size]
+            np.take(X, rows, axis=0, out=x, mode="clip")
+            np.matmul(x, W[k * d : (k + 1) * d], out=p)
+            p *= H[rows, k, None]
+            out[rows] += p
     return out
 
 
-def _by_component_transposed(X, H, G):
+def _by_component_transposed(X, H, G, support=None):
     """``_lift(X, H).T @ G`` (K d, m) codeword by codeword over the non-zero posteriors:
-    block k is ``X^T diag(H[:, k]) G`` over the rows where ``H[:, k]`` is non-zero."""
-    d = X.shape[1]
-    out = np.zeros((H.shape[1] * d, G.shape[1]), dtype=X.dtype)
+    block k is ``X^T diag(H[:, k]) G`` over the rows where ``H[:, k]`` is non-zero, one
+    GEMM per codeword (``support`` as in :func:`_by_component`)."""
+    d, m = X.shape[1], G.shape[1]
+    rows_all, bounds = _support(H) if support is None else support
+    out = np.zeros((H.shape[1] * d, m), dtype=X.dtype)
+    largest = int(np.diff(bounds).max(initial=0))
+    gathered = np.empty((largest, d), dtype=X.dtype)
+    weighted = np.empty((largest, m), dtype=X.dtype)
     for k in range(H.shape[1]):
-        rows = np.flatnonzero(H[:, k])
+        rows = rows_all[bounds[k] : bounds[k + 1]]
         if rows.size:
-            out[k * d : (k + 1) * d] = X[rows].T @ (H[rows, k, None] * G[rows])
+            x, g = gathered[: rows.size], weighted[: rows.size]
+            np.take(X, rows, axis=0, out=x, mode="clip")
+            np.take(G, rows, axis=0, out=g, mode="clip")
+            g *= H[rows, k, None]
+            np.matmul(x.T, g, out=out[k * d : (k + 1) * d])
     return out
 
 
@@ -75,12 +104,16 @@ def _image_chunks(offsets, images, width):
         yield np.asarray(chunk)
 
 
-def _gather(X, H, offsets, chunk):
-    """Rows of the images ``chunk``, their segment starts and sizes."""
-    sizes = offsets[chunk + 1] - offsets[chunk]
-    rows = np.concatenate([np.arange(offsets[j], offsets[j + 1]) for j in chunk])
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    return X[rows], H[rows], starts, sizes
+def _gather(X, H, offsets, images):
+    """Rows of the images ``images``, in their order (views of X and H when the images
+    are consecutive and ascending), and each image's number of rows."""
+    first, sizes = offsets[images], offsets[images + 1] - offsets[images]
+    if images.size and np.array_equal(images, np.arange(images[0], images[0] + images.size)):
+        rows = slice(first[0], first[0] + sizes.sum())
+    else:
+        starts = np.cumsum(sizes) - sizes
+        rows = np.repeat(first - starts, sizes) + np.arange(sizes.sum())
+    return X[rows], H[rows], sizes
 
 
 class _Model:
@@ -101,18 +134,21 @@ class _Model:
         self.R = self.Wu.shape[1]
         self.scale = scale
 
-    def project(self, X, H):
-        """a = h^T U_i^T x and b = h^T V_i^T x for every row: two (n, R) arrays."""
+    def project(self, X, H, support=None):
+        """a = h^T U_i^T x and b = h^T V_i^T x for every row: two (n, R) arrays. With
+        ``support`` (:func:`_support` of H; unshared form only) codeword by codeword
+        over the non-zero posteriors, else by the lifted rows."""
         if not self.shared:
-            ab = _by_component(X, H, self.W) if _mostly_zero(H) else _lift(X, H) @ self.W
+            ab = _lift(X, H) @ self.W if support is None else _by_component(X, H, self.W, support)
             return ab[:, : self.R], ab[:, self.R :]
         return _lift(X, H @ self.A) @ self.Wu, _lift(X, H @ self.B) @ self.Wv
 
-    def backward(self, X, H, grad_a, grad_b):
-        """Gradients of the parameters given dL/da, dL/db (n, R) of a block of rows."""
+    def backward(self, X, H, grad_a, grad_b, support=None):
+        """Gradients of the parameters given dL/da, dL/db (n, R) of a block of rows
+        (``support`` as in :meth:`project`)."""
         if not self.shared:
             both = np.hstack([grad_a, grad_b])
-            grad = _by_component_transposed(X, H, both) if _mostly_zero(H) else _lift(X, H).T @ both
+            grad = _lift(X, H).T @ both if support is None else _by_component_transposed(X, H, both, support)
             return {"Wu": grad[:, : self.R], "Wv": grad[:, self.R :]}
         out = {}
         d = X.shape[1]
@@ -125,30 +161,45 @@ class _Model:
         return out
 
     def pool(self, X, H, offsets, images, keep=False):
-        """Raw z (len(images), R) of the images; with ``keep`` also each chunk's (a, b)."""
+        """Raw z (len(images), R) of the images; with ``keep`` also each chunk's rows and (a, b).
+
+        The unshared form runs codeword by codeword when the images' posteriors are
+        mostly zero (:func:`_mostly_zero`), in chunks of images whose rows times
+        ``d + 2 R`` (the gathered features and the projections) fit
+        :data:`LIFT_ELEMENTS`; otherwise in chunks whose lifted rows fit it.
+        """
+        images = np.asarray(images)
+        X, H, sizes = _gather(X, H, offsets, images)
+        sparse = not self.shared and _mostly_zero(H)
+        width = X.shape[1] + 2 * self.R if sparse else self.Wu.shape[0]
+        local = np.concatenate([[0], np.cumsum(sizes)])
         z = np.empty((len(images), self.R), dtype=X.dtype)
         kept, done = [], 0
-        for chunk in _image_chunks(offsets, images, self.Wu.shape[0]):
-            Xc, Hc, starts, sizes = _gather(X, H, offsets, chunk)
-            a, b = self.project(Xc, Hc)
-            z[done : done + len(chunk)] = np.add.reduceat(a * b, starts, axis=0) / sizes[:, None]
+        for chunk in _image_chunks(local, np.arange(len(images)), width):
+            rows = slice(local[chunk[0]], local[chunk[-1] + 1])
+            Xc, Hc = X[rows], H[rows]
+            support = _support(Hc) if sparse else None
+            a, b = self.project(Xc, Hc, support)
+            z[done : done + len(chunk)] = (
+                np.add.reduceat(a * b, local[chunk] - local[chunk[0]], axis=0) / sizes[chunk, None]
+            )
             if keep:
-                kept.append((chunk, a, b))
+                kept.append((Xc, Hc, support, sizes[chunk], a, b))
             done += len(chunk)
         z *= self.scale
         return (z, kept) if keep else z
 
     def pool_backward(self, X, H, offsets, kept, grad_z):
-        """Parameter gradients (float64) from dL/dz (rows in the order of ``pool``)."""
+        """Parameter gradients (float64) from dL/dz (rows in the order of ``pool``);
+        ``kept``: what ``pool`` kept (X, H and offsets are unused, the chunks' rows kept)."""
         total, done = {}, 0
-        for chunk, a, b in kept:
-            Xc, Hc, _, sizes = _gather(X, H, offsets, chunk)
+        for Xc, Hc, support, sizes, a, b in kept:
             # dz_i/da = b / n (times the scale) for each row of the image.
-            per_image = self.scale * grad_z[done : done + len(chunk)] / sizes[:, None]
-            per_row = np.repeat(per_image.astype(X.dtype), sizes, axis=0)
-            for name, g in self.backward(Xc, Hc, per_row * b, per_row * a).items():
+            per_image = self.scale * grad_z[done : done + len(sizes)] / sizes[:, None]
+            per_row = np.repeat(per_image.astype(Xc.dtype), sizes, axis=0)
+            for name, g in self.backward(Xc, Hc, per_row * b, per_row * a, support).items():
                 total[name] = total.get(name, 0.0) + g.astype(np.float64)
-            done += len(chunk)
+            done += len(sizes)
         return total
 
 
