@@ -11,9 +11,10 @@ finds in every training history of a run without ``sparse.flat_map_evaluations``
 evaluation at which ``flat_map_evaluations = k`` would have stopped it (training mAP
 (dot) moved by at most ``--tolerance`` over the last k evaluations), and prints:
 
-- the job time the trainings would take, from their benchmark files
-  (``benchmarks/rules/train_sparse_projector/``), counting every step of a training at
-  the same cost (early steps are often dearer, so the saving is an upper bound);
+- the time the trainings would take, from the fit time each projector records (its
+  meta's ``fit_seconds``, the history's evaluations left out), counting every step of
+  a training at the same cost (early steps are often dearer, so the saving is an upper
+  bound);
 - how the test mAP (L2) of the Table II trainings (tau 0.9 and 0.99) at that
   evaluation differs from their last one, in points.
 
@@ -26,18 +27,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from ndir.projection import load_projector
 from ndir.stages.sparse import FLAT_MAP_TOLERANCE, map_is_flat
 
 TABLE2_TAUS = ("0.9", "0.99")
 
 
 def trainings(run):
-    """One row per training: its tau, its history and its job seconds."""
+    """One row per training: its tau, its history and its fit's seconds."""
     rows = []
     for history in sorted((run / "results" / "sparse").glob("*/R*-tau*.csv")):
         tau = history.stem.split("-tau")[1]
-        benchmark = run / "benchmarks/rules/train_sparse_projector" / history.parent.name / f"{history.stem}.tsv"
-        seconds = pd.read_csv(benchmark, sep="\t")["s"].iloc[-1]
+        seconds = load_projector(history.with_suffix(".npz"))[1]["fit_seconds"]
         rows.append((tau, pd.read_csv(history), seconds))
     if not rows:
         raise SystemExit(f"no training histories under {run / 'results' / 'sparse'}; run the workflow first")
@@ -66,7 +67,7 @@ def main():
 
     runs = trainings(args.run)
     total = sum(seconds for *_, seconds in runs)
-    print(f"{len(runs)} trainings, {total:.0f} s of job time as run")
+    print(f"{len(runs)} trainings, {total:.0f} s of fit time as run")
     for k in args.evaluations:
         kept, changes = 0.0, []
         for tau, history, seconds in runs:

@@ -1038,3 +1038,54 @@ def test_a_finished_run_says_where_its_results_are_with_a_headline(tmp_path):
     # A run of other targets: where things are, no headline.
     assert finished_run(tmp_path / "none.csv", tmp_path / "none2.csv", "t", "f") == [where.replace(
         "results/tables/", "t/").replace("results/figures/", "f/")]  # fmt: skip
+
+
+def test_a_grid_job_writes_what_its_trainings_write_one_by_one(tmp_path):
+    """train_sparse_projectors (every R at one tau, signatures loaded once) writes, for
+    each R, the projector and history that train_sparse_projector writes for that cell:
+    the same U bit for bit, the same history; only the fit's seconds differ."""
+    from ndir.projection import load_projector
+    from ndir.stages.sparse import train_sparse_projector, train_sparse_projectors
+
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(16), 3)
+    X = rng.standard_normal((16, 64))[groups] + rng.standard_normal((groups.size, 64))
+    X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
+    images = tmp_path / "images.csv"
+    pd.DataFrame(
+        {
+            "image_id": np.arange(groups.size),
+            "path": [f"{i}.jpg" for i in range(groups.size)],
+            "group": groups,
+            "is_query": np.arange(groups.size) % 3 == 0,
+            "split": np.where(groups < 10, "train", "test"),
+        }
+    ).to_csv(images, index=False)
+    signatures = tmp_path / "vlad-16.npy"
+    np.save(signatures, X)
+    cell = small_training(12)
+    dims = [4, 2, 6]
+    common = dict(images=images, signatures=signatures, encoding="vlad", codebook_size=16, ns_score=False,
+                  sparsity=cell["sparsity"], settings=cell["settings"], seed=cell["seed"])  # fmt: skip
+    train_sparse_projectors(
+        projectors=[tmp_path / f"grid-R{R}.npz" for R in dims],
+        histories=[tmp_path / f"grid-R{R}.csv" for R in dims],
+        dims=dims,
+        **common,
+    )
+    for R in dims:
+        train_sparse_projector(
+            projector=tmp_path / f"cell-R{R}.npz", history=tmp_path / f"cell-R{R}.csv", n_components=R, **common
+        )
+        (grid, grid_meta), (cell_U, cell_meta) = (
+            load_projector(tmp_path / f"{job}-R{R}.npz") for job in ("grid", "cell")
+        )
+        assert grid.shape == (64, R) and grid_meta["n_components"] == R
+        np.testing.assert_array_equal(grid.toarray(), cell_U.toarray())
+        assert {**grid_meta, "fit_seconds": 0} == {**cell_meta, "fit_seconds": 0}
+        pd.testing.assert_frame_equal(
+            pd.read_csv(tmp_path / f"grid-R{R}.csv"), pd.read_csv(tmp_path / f"cell-R{R}.csv")
+        )
+    with pytest.raises(ValueError, match="3 dims for 2 projectors"):
+        train_sparse_projectors(projectors=[tmp_path / "a.npz"] * 2, histories=[tmp_path / "a.csv"] * 3, dims=dims,
+                                **common)  # fmt: skip

@@ -141,7 +141,7 @@ def test_sparse_outputs_and_run_info(tiny_run):
     assert hardware["cpu"]["machine"] and hardware["faiss"]["compile_options"]
     assert any(library["library"].startswith("numpy") for library in hardware["blas"])
     assert hardware["cpu"]["model"] in (tiny_run / "results/hardware.html").read_text()
-    assert {"encode_shard", "train_sparse_projector", "table1"} <= {r["rule"] for r in info["rules"]}
+    assert {"encode_shard", "train_sparse_projectors", "table1"} <= {r["rule"] for r in info["rules"]}
 
 
 def test_html_report_holds_tables_and_figures(tiny_run):

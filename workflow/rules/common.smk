@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import yaml
@@ -166,7 +167,7 @@ def shard_index(wildcards):
     return int(wildcards.shard)
 
 
-def training_runtime(wildcards):
+def training_minutes(signature, R, tau):
     """Minutes a sparse training may take on a cluster: ``sparse.max_iter`` steps at the
     cost measured at Holidays scale on one core, three times over; at least 2 h.
 
@@ -175,14 +176,44 @@ def training_runtime(wildcards):
     the l0 projection's search grows with the M = (1 - tau) D entries kept per column:
     2.3-3.5 s per 20,480 x 256 at tau = 0.5 (FV-512, R = 64). So max(1, 5 (1 - tau)) s
     (1 s from tau = 0.8 up), plus 0.05 s a step (docs/performance.md)."""
-    encoding, K = signatures()[wildcards.signature]
+    encoding, K = signatures()[signature]
     n_features = signature_dim(encoding, K, config["codebooks"]["pca_dims"])
-    tau = float(wildcards.tau)
+    tau = float(tau)
     seconds_per_unit = max(1.0, 5.0 * (1.0 - tau)) if tau > 0 else 1.0
-    seconds_per_step = 0.05 + seconds_per_unit * n_features * int(wildcards.R) / (
-        20480 * 256
-    )
+    seconds_per_step = 0.05 + seconds_per_unit * n_features * int(R) / (20480 * 256)
     return max(120, round(3 * config["sparse"]["max_iter"] * seconds_per_step / 60))
+
+
+def training_runtime(wildcards):
+    """:func:`training_minutes` of the training of a rule's wildcards."""
+    return training_minutes(wildcards.signature, wildcards.R, wildcards.tau)
+
+
+def grid_training_runtime(wildcards):
+    """:func:`training_minutes` summed over the trainings of a grid job (every R of
+    ``sparse.dims`` at the tau of its wildcards), which run one after the other."""
+    return sum(
+        training_minutes(wildcards.signature, R, wildcards.tau)
+        for R in config["sparse"]["dims"]
+    )
+
+
+def grid_sparsity():
+    """The tau of the trainings run at every R of ``sparse.dims`` (rule
+    train_sparse_projectors): Table II's ``sparse.sparsity``, and 0 (Fig. 2); as a
+    wildcard pattern."""
+    taus = sorted(set(config["sparse"]["sparsity"]) | {0.0})
+    return "|".join(re.escape(f"{tau:g}") for tau in taus)
+
+
+def grid_trainings(suffix):
+    """The files of a grid job, one per R of ``sparse.dims``: the projectors
+    (``suffix`` ``.npz``) or their histories (``.csv``), the signature and tau left as
+    wildcards."""
+    return [
+        f"results/sparse/{{signature}}/{names.PROJECTOR.format(R=R, tau='{tau}')}{suffix}"
+        for R in config["sparse"]["dims"]
+    ]
 
 
 def convergence_signature():

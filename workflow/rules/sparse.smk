@@ -1,6 +1,43 @@
 from ndir.stages.sparse import training_settings
 
 
+# A grid job makes the cells that rule train_sparse_projector would make one by one.
+ruleorder: train_sparse_projectors > train_sparse_projector
+
+
+rule train_sparse_projectors:
+    input:
+        images=rules.index_dataset.output.images,
+        signatures="results/signatures/{signature}.npy",
+    output:
+        projectors=grid_trainings(".npz"),
+        histories=grid_trainings(".csv"),
+    log:
+        "logs/train_sparse_projectors/{signature}/tau{tau}.log",
+    benchmark:
+        "benchmarks/rules/train_sparse_projectors/{signature}/tau{tau}.tsv"
+    wildcard_constraints:
+        tau=grid_sparsity(),
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=grid_training_runtime,
+    params:
+        # The trainings of a Table II row (and Fig. 2's tau = 0) in one job: every R at
+        # the tau of the wildcards, on signatures loaded once.
+        encoding=lambda wildcards: signatures()[wildcards.signature][0],
+        codebook_size=lambda wildcards: signatures()[wildcards.signature][1],
+        dims=config["sparse"]["dims"],
+        sparsity=lambda wildcards: float(wildcards.tau),
+        settings=training_settings(config["sparse"]),
+        seed=config["seed"],
+        ns_score=config["dataset"]["kind"] == "ukbench",
+    script:
+        "../scripts/train_sparse_projectors.py"
+
+
 rule train_sparse_projector:
     input:
         images=rules.index_dataset.output.images,
@@ -19,7 +56,8 @@ rule train_sparse_projector:
         mem_mb=4000,
         runtime=training_runtime,
     params:
-        # The cell of the wildcards: its signature's (encoding, K), R and tau.
+        # The cell of the wildcards, outside the grid (Fig. 3's other tau): its
+        # signature's (encoding, K), R and tau.
         encoding=lambda wildcards: signatures()[wildcards.signature][0],
         codebook_size=lambda wildcards: signatures()[wildcards.signature][1],
         n_components=lambda wildcards: int(wildcards.R),

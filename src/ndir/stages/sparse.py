@@ -107,9 +107,66 @@ def train_sparse_projector(
     evaluation where its training mAP (dot) has moved by at most
     :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`).
     """
+    splits, blocked = training_data(images, signatures)
+    train_cell(
+        splits, blocked, projector, history, encoding, codebook_size, n_components, sparsity, settings, seed, ns_score
+    )
+
+
+def train_sparse_projectors(
+    images,
+    signatures,
+    projectors,
+    histories,
+    encoding,
+    codebook_size,
+    dims,
+    sparsity,
+    settings,
+    seed,
+    ns_score,
+):
+    """The trainings of :func:`train_sparse_projector` at every R of ``dims`` and the one
+    tau ``sparsity``, one after the other on signatures loaded once: ``projectors`` and
+    ``histories`` in the order of ``dims``. Each is the one that
+    :func:`train_sparse_projector` writes for its cell (its own seed, the same files);
+    what the cells share is this job's start-up, about 1.5 s a training (interpreter,
+    imports, loading and laying out the signatures)."""
+    if not len(projectors) == len(histories) == len(dims):
+        raise ValueError(f"{len(dims)} dims for {len(projectors)} projectors and {len(histories)} histories")
+    splits, blocked = training_data(images, signatures)
+    for n_components, projector, history in zip(dims, projectors, histories):
+        train_cell(
+            splits,
+            blocked,
+            projector,
+            history,
+            encoding,
+            codebook_size,
+            n_components,
+            sparsity,
+            settings,
+            seed,
+            ns_score,
+        )
+
+
+def training_data(images, signatures):
+    """The splits of :func:`~ndir.stages.common.split_signatures` and, for each, its
+    signatures laid out once (``TransposedBlocks``) for the history's many projections
+    through the sparse U and the training's own sparse products: one copy of X_train^T
+    instead of two, shared by the trainings of a job, which read it only."""
+    splits = split_signatures(images, signatures)
+    return splits, {name: TransposedBlocks(X) for name, (X, _, _) in splits.items()}
+
+
+def train_cell(
+    splits, blocked, projector, history, encoding, codebook_size, n_components, sparsity, settings, seed, ns_score
+):
+    """One training of :func:`train_sparse_projector` on loaded ``splits`` and their
+    ``blocked`` layout (:func:`training_data`)."""
     params = projector_params(settings, n_components, sparsity, seed)
     flat_map_evaluations = settings["flat_map_evaluations"]
-    splits = split_signatures(images, signatures)
     X_train, groups_train, is_query_train = splits["train"]
     if params["n_queries_per_step"] >= is_query_train.sum():
         logger.info(
@@ -117,9 +174,6 @@ def train_sparse_projector(
             params["n_queries_per_step"],
             is_query_train.sum(),
         )
-    # Laid out once for the history's many projections through the sparse U, and read by
-    # the training's own sparse products (one copy of X_train^T instead of two).
-    blocked = {name: TransposedBlocks(X) for name, (X, _, _) in splits.items()}
     measured = []
     evaluation_seconds = []
 
