@@ -31,6 +31,11 @@ Cost per triplet is proportional to the non-zeros of ``x`` for sparse input: TG'
 truncation of untouched coordinates is applied lazily (successive shrinkages towards 0
 compose, so a coordinate owes ``alpha`` times the active steps since it was last
 touched), and DA's weights are evaluated only where needed from the gradient sums.
+Dense input touches every coordinate at every triplet, so it skips that bookkeeping
+and works in place in buffers allocated once per fit. Everything accumulates in
+float64 (the weights, the gradient sums, and ``g`` from ``X``'s values widened exactly
+to float64); the weights equal those of the direct formulas bit for bit, except that
+every zero weight is +0.0 (:func:`truncate`, :func:`dual_averaging_weights`).
 """
 
 from numbers import Integral, Real
@@ -50,24 +55,50 @@ DA_UPDATES = ("every_step", "algorithm2")
 ZERO_WEIGHT = 1e-10
 """A weight of at most this magnitude counts as zero (the seed's threshold, Tables 4-6)."""
 
+DENSE_ROWS_BYTES = 512 * 2**20
+"""Sparse ``X`` up to this size as a dense array (float32 where that holds its values
+exactly, else float64) is copied dense for the fits' reads (the default run's
+389 x 20,000 tf-idf training split: 31 MB); above it, rows are read through a scratch
+row, about 2.5x slower per triplet."""
 
-def truncate(v, alpha):
-    """Soft threshold T_1(v, alpha) of Eq. 11, elementwise: shrink towards 0 by alpha."""
-    return np.sign(v) * np.maximum(np.abs(v) - alpha, 0.0)
+
+def truncate(v, alpha, out=None, scratch=None):
+    """Soft threshold T_1(v, alpha) of Eq. 11, elementwise: shrink towards 0 by alpha.
+
+    Computed as ``v - clip(v, -alpha, alpha)``, two passes instead of the five of
+    ``sign(v) * max(|v| - alpha, 0)``, which it equals bit for bit except that its
+    zeros are all +0.0 (that form gives -0.0 for a negative ``v`` within ``alpha``):
+    ``v - alpha`` and ``v + alpha`` are the same roundings as ``|v| - alpha`` with the
+    sign put back. ``alpha`` (>= 0) is a scalar or an array like ``v``; ``out`` may be
+    ``v`` (in place) and ``scratch``, an array like ``v``, receives the clipped values.
+    """
+    if np.ndim(alpha) == 0:
+        clipped = np.clip(v, -alpha, alpha, out=scratch)
+    else:  # np.clip is twice as slow with array bounds
+        clipped = np.maximum(np.minimum(v, alpha, out=scratch), -alpha, out=scratch)
+    return np.subtract(v, clipped, out=out)
 
 
-def dual_averaging_weights(gradient_sum, t, gamma, rho, l1):
+def dual_averaging_weights(gradient_sum, t, gamma, rho, l1, out=None, scratch=None):
     """Closed form of Eq. 16: the minimiser of Eq. 13 after ``t`` steps.
+
+    ``-(sqrt(t) / gamma) * (mean - lambda_t sign(mean))`` where ``|mean| > lambda_t``,
+    else 0, with ``mean = gradient_sum / t``; computed as ``(sqrt(t) / gamma) *
+    (clip(mean, -lambda_t, lambda_t) - mean)`` in four passes, which equals the direct
+    formula bit for bit except that its zeros are all +0.0.
 
     Parameters
     ----------
     gradient_sum : array, sum of the ``t`` sub-gradients (``t * gbar_t``).
     t : int >= 1.
     gamma, rho, l1 : the parameters of Eq. 13 (``lambda_t = l1 + gamma rho / sqrt(t)``).
+    out, scratch : optional arrays like ``gradient_sum`` (not it) for the result and
+        the clipped means.
     """
-    mean = gradient_sum / t
+    mean = np.divide(gradient_sum, t, out=out)
     threshold = l1 + gamma * rho / np.sqrt(t)
-    return -(np.sqrt(t) / gamma) * (mean - threshold * np.sign(mean)) * (np.abs(mean) > threshold)
+    shrunk = np.subtract(np.clip(mean, -threshold, threshold, out=scratch), mean, out=mean)
+    return np.multiply(shrunk, np.sqrt(t) / gamma, out=shrunk)
 
 
 class _SparseOnlineMetric(BaseEstimator):
@@ -89,10 +120,10 @@ class _SparseOnlineMetric(BaseEstimator):
         groups : (n_images,) labels; images of one group are near duplicates.
 
         Each epoch streams a fresh sample of :func:`ndir.triplets.sample_triplets`.
-        Measured on the default run's training split (one thread, the other core busy):
-        42,500 triplets of 20,000-word tf-idf vectors with ~4,600 non-zeros each in
-        8-13 s, of 40,960-d Fisher vectors in 6-23 s (the Python loop over triplets
-        dominates).
+        Measured on the default run's training split (one thread, 2 shared cores under
+        load): 50,300 triplets of 20,000-word tf-idf vectors with ~5,200 non-zeros each
+        in 3.5-9 s, of 40,960-d Fisher vectors in 6-15 s (reading the triplets' rows
+        and a few passes over w per triplet dominate).
 
         Returns
         -------
@@ -104,6 +135,7 @@ class _SparseOnlineMetric(BaseEstimator):
         check_consistent_length(X, groups)
         rng = check_random_state(self.random_state)
         rows = _RowReader(X)
+        self._dense = not rows.sparse
         self._start(X.shape[1])
         self.mean_loss_ = []
         self.n_active_ = 0
@@ -111,7 +143,9 @@ class _SparseOnlineMetric(BaseEstimator):
         for _ in range(self.n_epochs):
             triplets = sample_triplets(groups, self.negatives_per_pair, rng)
             losses = np.empty(len(triplets))
-            for k, (i, j, l) in enumerate(triplets):
+            # Python ints index faster than NumPy's; each _weights is followed by the
+            # _step of the same triplet (the estimators cache what they read).
+            for k, (i, j, l) in enumerate(triplets.tolist()):
                 where, g = rows.difference_product(i, j, l)
                 loss = max(0.0, 1.0 - float(self._weights(where) @ g))
                 losses[k] = loss
@@ -121,9 +155,6 @@ class _SparseOnlineMetric(BaseEstimator):
             self.n_triplets_ += len(triplets)
         self.coef_ = self._final_weights()
         return self
-
-    def _final_weights(self):
-        return self._weights(slice(None)).copy()
 
     @property
     def n_nonzero_(self):
@@ -157,7 +188,11 @@ class _SparseOnlineMetric(BaseEstimator):
 
 
 class _RowReader:
-    """``g = x_i ⊙ (x_j - x_l)`` on the support of ``x_i``, for CSR or dense ``X``."""
+    """``g = x_i ⊙ (x_j - x_l)`` on the support of ``x_i``, for CSR or dense ``X``.
+
+    For dense ``X``, ``where`` is ``slice(None)`` and ``g`` is a buffer of the reader,
+    overwritten by the next read (the caller may scribble on it meanwhile).
+    """
 
     def __init__(self, X):
         self.sparse = sp.issparse(X)
@@ -165,12 +200,22 @@ class _RowReader:
             X = sp.csr_matrix(X, dtype=np.float64, copy=True)
             X.sum_duplicates()  # also sorts the column indices of every row
             self.indptr, self.indices, self.data = X.indptr, X.indices, X.data
-            # A dense row, all zeros between reads: a row scattered into it is read at
-            # ``where`` by one gather (searching the row's sorted columns instead made
-            # the 20,000-word tf-idf fits twice as slow, 18-25 s against 8-13 s).
-            self._scratch = np.zeros(X.shape[1])
+            # float32 when that holds the values exactly (tf-idf of float32 counts):
+            # half the memory traffic of the random rows' reads.
+            narrow = np.float32 if np.array_equal(X.data.astype(np.float32), X.data) else np.float64
+            if X.shape[0] * X.shape[1] * np.dtype(narrow).itemsize <= DENSE_ROWS_BYTES:
+                # Rows j and l are read at ``where`` by one gather each.
+                self._dense_rows = X.astype(narrow).toarray()
+            else:
+                # A dense row, all zeros between reads: a row scattered into it is read
+                # at ``where`` by one gather (searching the row's sorted columns instead
+                # made the 20,000-word tf-idf fits twice as slow).
+                self._dense_rows = None
+                self._scratch = np.zeros(X.shape[1])
         else:
+            # float64 (float32 rows widened inside the ufuncs read 1.3x slower).
             self.X = np.asarray(X, dtype=np.float64)
+            self._g = np.empty(X.shape[1])
 
     def _row(self, i):
         start, stop = self.indptr[i], self.indptr[i + 1]
@@ -178,6 +223,8 @@ class _RowReader:
 
     def _values_on(self, i, where):
         """Values of row ``i`` at the columns ``where`` (0 where it has none)."""
+        if self._dense_rows is not None:
+            return self._dense_rows[i].take(where)
         columns, values = self._row(i)
         self._scratch[columns] = values
         found = self._scratch[where]
@@ -186,9 +233,11 @@ class _RowReader:
 
     def difference_product(self, i, j, l):
         if not self.sparse:
-            return slice(None), self.X[i] * (self.X[j] - self.X[l])
+            g = np.subtract(self.X[j], self.X[l], out=self._g)
+            return slice(None), np.multiply(self.X[i], g, out=g)
         where, x = self._row(i)
-        return where, x * (self._values_on(j, where) - self._values_on(l, where))
+        # Widened to float64 before subtracting, as the float64 rows would be.
+        return where, x * np.subtract(self._values_on(j, where), self._values_on(l, where), dtype=np.float64)
 
 
 class SOMLTruncatedGradient(_SparseOnlineMetric):
@@ -224,22 +273,48 @@ class SOMLTruncatedGradient(_SparseOnlineMetric):
 
     def _start(self, n_features):
         self._w = np.zeros(n_features)
+        self._alpha = self.learning_rate * self.l1
+        if self._dense:
+            # Every triplet touches every coordinate: nothing is ever owed.
+            self._clipped = np.empty(n_features)
+            return
         # Active steps so far, and per coordinate the count it was last truncated at.
         self._n_updates = 0
         self._synced_at = np.zeros(n_features, dtype=np.int64)
+        self._read = None  # the weights at ``where`` that _weights returned
 
     def _weights(self, where):
-        owed = self._n_updates - self._synced_at[where]
-        self._w[where] = truncate(self._w[where], self.learning_rate * self.l1 * owed)
-        self._synced_at[where] = self._n_updates
-        return self._w[where]
+        if self._dense:
+            return self._w
+        owed = self._n_updates - self._synced_at.take(where)
+        w = self._w.take(where)
+        truncate(w, self.learning_rate * self.l1 * owed, out=w)
+        # Written back (with the sync count) by the _step that follows.
+        self._read = w
+        return w
 
     def _step(self, where, g, active):
-        if not active:
+        if self._dense:
+            if active:
+                w = self._w
+                if self.learning_rate != 1.0:
+                    g = np.multiply(g, self.learning_rate, out=g)
+                np.add(w, g, out=w)
+                truncate(w, self._alpha, out=w, scratch=self._clipped)
             return
-        self._n_updates += 1
-        self._w[where] = truncate(self._w[where] + self.learning_rate * g, self.learning_rate * self.l1)
+        w, self._read = self._read, None
+        if active:
+            self._n_updates += 1
+            w += g if self.learning_rate == 1.0 else self.learning_rate * g
+            truncate(w, self._alpha, out=w)
+        self._w[where] = w
         self._synced_at[where] = self._n_updates
+
+    def _final_weights(self):
+        if self._dense:
+            return self._w.copy()
+        owed = self._n_updates - self._synced_at
+        return truncate(self._w, self.learning_rate * self.l1 * owed)
 
 
 class SOMLDualAveraging(_SparseOnlineMetric):
@@ -286,20 +361,46 @@ class SOMLDualAveraging(_SparseOnlineMetric):
         self._t = 0
         # Algorithm 2 keeps w explicitly: it changes only on active triplets.
         self._w = np.zeros(n_features) if self.update == "algorithm2" else None
+        self._clipped = np.empty(n_features)
+        self._w_buffer = np.empty(n_features) if self._dense else None
+        self._read = None  # Eq. 13's gradient sums at ``where`` that _weights read
 
     def _weights(self, where):
         if self._w is not None:
-            return self._w[where]
+            return self._w if self._dense else self._w.take(where)
+        if self._dense:
+            if self._t == 0:
+                return np.zeros_like(self._gradient_sum)
+            return dual_averaging_weights(
+                self._gradient_sum, self._t, self.gamma, self.rho, self.l1, out=self._w_buffer, scratch=self._clipped
+            )
+        self._read = self._gradient_sum.take(where)
         if self._t == 0:
-            return np.zeros_like(self._gradient_sum[where])
-        return dual_averaging_weights(self._gradient_sum[where], self._t, self.gamma, self.rho, self.l1)
+            return np.zeros_like(self._read)
+        return dual_averaging_weights(self._read, self._t, self.gamma, self.rho, self.l1)
 
     def _step(self, where, g, active):
         self._t += 1
         if self._w is None:
+            read, self._read = self._read, None
             if active:
-                self._gradient_sum[where] -= g
+                if self._dense:
+                    np.subtract(self._gradient_sum, g, out=self._gradient_sum)
+                else:
+                    self._gradient_sum[where] = read - g
             return
-        self._gradient_sum[where] -= g
+        if self._dense:
+            np.subtract(self._gradient_sum, g, out=self._gradient_sum)
+        else:
+            self._gradient_sum[where] -= g
         if active:
-            self._w = dual_averaging_weights(self._gradient_sum, self._t, self.gamma, self.rho, self.l1)
+            dual_averaging_weights(
+                self._gradient_sum, self._t, self.gamma, self.rho, self.l1, out=self._w, scratch=self._clipped
+            )
+
+    def _final_weights(self):
+        if self._w is not None:
+            return self._w.copy()
+        if self._t == 0:
+            return np.zeros_like(self._gradient_sum)
+        return dual_averaging_weights(self._gradient_sum, self._t, self.gamma, self.rho, self.l1)
