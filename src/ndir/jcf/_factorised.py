@@ -26,8 +26,9 @@ def _support(H):
     """The non-zero posteriors of H (n, c) codeword by codeword: ``rows`` and ``bounds``
     (c + 1,), the rows where ``H[:, k]`` is non-zero being ``rows[bounds[k]:bounds[k + 1]]``,
     ascending. One pass over H, shared by the forward and the backward projections."""
-    codewords, rows = np.nonzero(H.T)
-    return rows, np.searchsorted(codewords, np.arange(H.shape[1] + 1))
+    nonzero = (H != 0).T.copy()  # (c, n), C order: codeword k's rows at k n .. k n + n - 1
+    rows = np.flatnonzero(nonzero) % max(len(H), 1)
+    return rows, np.concatenate([[0], np.cumsum(np.count_nonzero(nonzero, axis=1))])
 
 
 def _by_component(X, H, W, support=None):
