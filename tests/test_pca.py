@@ -49,17 +49,17 @@ def test_matches_sklearn_pca(n_images, n_features, chunk, monkeypatch):
 
 
 def test_gram_matrix_summed_over_column_blocks_equals_one_block(monkeypatch):
-    """_gram_axes sums float64 products of blocks of features: with blocks of 7 (and a
+    """PrincipalAxes sums float64 products of blocks of features: with blocks of 7 (and a
     last one of 3) of 500 columns, the eigenvalues and axes equal the single-block ones
     to float64 rounding, and the eigenvalues those of the float64 X X^T."""
     X = low_rank_signatures(30, 500, seed=4)
-    Xc = X - X.mean(axis=0, dtype=np.float64).astype(np.float32)
-    values_one, axes_one = pca._gram_axes(Xc, 10)
+    values_one, axes_one = pca.PrincipalAxes(X).top(10)
     monkeypatch.setattr(product, "FLOAT64_BLOCK_BYTES", 8 * 30 * 7)
-    values_blocks, axes_blocks = pca._gram_axes(Xc, 10)
+    principal = pca.PrincipalAxes(X)
+    values_blocks, axes_blocks = principal.top(10)
     np.testing.assert_allclose(values_blocks, values_one, rtol=1e-12)
     np.testing.assert_allclose(align_signs(axes_one, axes_blocks), axes_one, rtol=0, atol=1e-6)
-    X64 = Xc.astype(np.float64)
+    X64 = principal.Xc.astype(np.float64)
     exact = np.linalg.eigvalsh(X64 @ X64.T)[::-1][:10]
     np.testing.assert_allclose(values_blocks, exact, rtol=1e-12)
 
@@ -69,8 +69,10 @@ def test_principal_axes_are_float64_sums_rounded_once():
     (float32 BLAS's last bits changed with the OpenBLAS kernel, and so did the starting
     point of every sparse training)."""
     X = low_rank_signatures(30, 500, seed=6)
-    Xc = X - X.mean(axis=0, dtype=np.float64).astype(np.float32)
-    _, axes = pca._gram_axes(Xc, 10)
+    principal = pca.PrincipalAxes(X)
+    Xc = principal.Xc
+    np.testing.assert_array_equal(Xc, X - X.mean(axis=0, dtype=np.float64).astype(np.float32))
+    _, axes = principal.top(10)
     eigenvalues, vectors = pca.top_eigenpairs(product.float64_inner(Xc), 10)
     expected = Xc.T.astype(np.float64) @ (vectors / np.sqrt(eigenvalues))
     np.testing.assert_array_equal(axes, expected.astype(np.float32))
@@ -160,3 +162,26 @@ def test_n_components_must_be_at_least_one():
     with pytest.raises(ValueError, match="n_components"):
         PCAProjection(n_components=0).fit(X)
     assert PCAProjection(n_components=1).fit(X).transform(X).shape == (20, 1)
+
+
+@pytest.mark.parametrize("n_features", [500, 12])
+def test_fit_pca_fits_every_R_as_fitting_each_alone(n_features):
+    """fit_pca: one Gram matrix (D > N; the covariance for D <= N) and the axes of the
+    largest R, whose first columns the smaller R take: the same PCAs, bit for bit, as
+    PCAProjection(R).fit for each R, in any order of dims; whitening passed on."""
+    X = low_rank_signatures(40, n_features, seed=8)
+    dims = [3, 10, 6] if n_features > 12 else [3, 6]
+    fitted = pca.fit_pca(X, dims, whiten=True)
+    assert sorted(fitted) == sorted(dims)
+    for R in dims:
+        alone = PCAProjection(R, whiten=True).fit(X)
+        assert fitted[R].n_components == R and fitted[R].whiten and fitted[R].n_features_in_ == n_features
+        for attribute in ("mean_", "components_", "explained_variance_"):
+            np.testing.assert_array_equal(getattr(fitted[R], attribute), getattr(alone, attribute))
+        np.testing.assert_array_equal(fitted[R].transform(X), alone.transform(X))
+    with pytest.raises(ValueError, match="n_components=40 is larger than the rank"):
+        pca.fit_pca(X, [3, 40])
+    # Asked for more axes than it holds, PrincipalAxes computes them again.
+    principal, fresh = pca.PrincipalAxes(X), pca.PrincipalAxes(X)
+    principal.top(3)
+    np.testing.assert_array_equal(principal.top(6)[1], fresh.top(6)[1])

@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ndir import comparison
 from ndir.encoding import l2_normalise_rows
-from ndir.projection import PCAProjection, SparseRankProjector, projection_cost
+from ndir.projection import PCAProjection, SparseRankProjector, fit_pca, projection_cost
 
 logger = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ def evaluate_baselines(splits, signature, grid, nbits=8, ns_score=False):
     X_train, groups_train, _ = splits["train"]
     X_test, groups, is_query = splits["test"]
     # Thresholded PCA starts from PCA-R's axes, fitted once per R.
-    pca = {b.R: PCAProjection(b.R).fit(X_train) for b in grid if b.family.startswith("thresholded PCA")}
+    pca = fit_pca(X_train, {b.R for b in grid if b.family.startswith("thresholded PCA")})
     rows = []
     for baseline in grid:
         model = _estimator(baseline, nbits, pca)

@@ -75,7 +75,12 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         """
         self._validate_params()
         X = validate_data(self, X, dtype=np.float32, ensure_min_samples=2)
-        n_images, n_features = X.shape
+        return self._set_axes(PrincipalAxes(X))
+
+    def _set_axes(self, principal):
+        """Take the first ``n_components`` of ``principal`` (:class:`PrincipalAxes` of
+        the training set) as the fitted state."""
+        n_images, n_features = principal.shape
         rank = min(n_images - 1, n_features)
         if self.n_components > rank:
             raise ValueError(
@@ -84,14 +89,7 @@ class PCAProjection(TransformerMixin, BaseEstimator):
                 f"{n_features} give at most {rank} principal axes; lower n_components "
                 "or train on more images"
             )
-
-        mean = X.mean(axis=0, dtype=np.float64)
-        Xc = X - mean.astype(np.float32)
-        if n_features > n_images:
-            eigenvalues, axes = _gram_axes(Xc, self.n_components)
-        else:
-            covariance = Xc.T.astype(np.float64) @ Xc.astype(np.float64)
-            eigenvalues, axes = top_eigenpairs(covariance, self.n_components)
+        eigenvalues, axes = principal.top(self.n_components)
         if eigenvalues[-1] <= 1e-10 * eigenvalues[0]:
             raise ValueError(
                 f"the {n_images} training images span fewer than "
@@ -102,7 +100,7 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         # Sign convention of sklearn.utils.extmath.svd_flip (u_based_decision=False).
         axes = largest_entry_positive(axes)
 
-        self.mean_ = mean.astype(np.float32)
+        self.mean_ = principal.mean.astype(np.float32)
         self.components_ = axes.astype(np.float32, copy=False)
         self.explained_variance_ = eigenvalues / (n_images - 1)
         return self
@@ -136,22 +134,67 @@ class PCAProjection(TransformerMixin, BaseEstimator):
         return tags
 
 
-def _gram_axes(Xc, n_components):
-    """Top principal axes of centred data with D > N, through its N x N Gram matrix.
+def fit_pca(X, dims, whiten=False):
+    """``{R: PCAProjection(R, whiten=whiten).fit(X)}`` for every R of ``dims``, from one
+    :class:`PrincipalAxes` of X: one Gram matrix and one product for the largest R,
+    whose first columns are the smaller R's. The default run fits PCA on one training
+    set up to 17 times in a job; FV-256's four R take a third of the time of four fits."""
+    models = {int(R): PCAProjection(int(R), whiten=whiten) for R in dims}
+    principal = None
+    # The largest R first: the others read the first columns of its axes.
+    for R in sorted(models, reverse=True):
+        models[R]._validate_params()
+        X_valid = validate_data(models[R], X, dtype=np.float32, ensure_min_samples=2)
+        principal = principal or PrincipalAxes(X_valid)
+        models[R]._set_axes(principal)
+    return models
 
-    Xc : (N, D) float32, centred rows. Returns the eigenvalues (R,) float64 of
-    ``Xc^T Xc`` in decreasing order and the axes (D, R) float32 ``Xc^T v / sqrt(lambda)``.
 
-    Both products are summed in float64 (:func:`~.product.float64_inner`,
-    :func:`~.product.float64_product`): in float32 their last bits, and so the axes that
-    initialise the sparse projectors, changed with the OpenBLAS kernel (Haswell against
-    SkylakeX), and every training started from another point. About twice float32's
-    time (0.54 against 0.26 s for the Gram matrix of 745 x 81,920).
+class PrincipalAxes:
+    """The eigendecomposition a PCA of X takes its first axes from, computed once.
+
+    X : (N, D) float32 training signatures. With D > N the axes come from the N x N Gram
+    matrix of the centred rows: ``u = Xc^T v / sqrt(lambda)`` for each eigenpair
+    (lambda, v) of ``Xc Xc^T``; otherwise from the D x D covariance. Both products are
+    summed in float64 (:func:`~.product.float64_inner`, :func:`~.product.float64_product`):
+    in float32 their last bits, and so the axes that initialise the sparse projectors,
+    changed with the OpenBLAS kernel (Haswell against SkylakeX), and every training
+    started from another point. About twice float32's time (0.54 against 0.26 s for the
+    Gram matrix of 745 x 81,920).
+
+    Attributes: ``shape`` (N, D); ``mean`` (D,) float64; ``Xc`` (N, D) float32, the
+    centred rows; eigenvalues and eigenvectors of the Gram matrix (or covariance) in
+    decreasing order; the axes of the largest R asked for so far, whose first columns
+    are those of any smaller R: each axis is its own column of one float64 product,
+    whose sums BLAS does not order by the number of columns (the same float32 axes as
+    a product of fewer columns, tested on the default run's signatures under OpenBLAS's
+    SkylakeX and Haswell kernels).
     """
-    gram = float64_inner(Xc)
-    eigenvalues, vectors = top_eigenpairs(gram, n_components)
-    weights = vectors / np.sqrt(np.maximum(eigenvalues, np.finfo(np.float64).tiny))
-    return eigenvalues, float64_product(Xc.T, weights)
+
+    def __init__(self, X):
+        self.shape = X.shape
+        self.mean = X.mean(axis=0, dtype=np.float64)
+        self.Xc = X - self.mean.astype(np.float32)
+        n_images, n_features = X.shape
+        self._from_gram = n_features > n_images
+        if self._from_gram:
+            symmetric = float64_inner(self.Xc)
+        else:
+            symmetric = self.Xc.T.astype(np.float64) @ self.Xc.astype(np.float64)
+        eigenvalues, vectors = np.linalg.eigh(symmetric)  # increasing order
+        self._eigenvalues, self._vectors = eigenvalues[::-1], vectors[:, ::-1]
+        self._axes = None
+
+    def top(self, n_components):
+        """The largest ``n_components`` eigenvalues (R,) float64 of ``Xc^T Xc``, in
+        decreasing order, and their unit axes (D, R), before any sign convention."""
+        eigenvalues, vectors = self._eigenvalues[:n_components], self._vectors[:, :n_components]
+        if not self._from_gram:
+            return eigenvalues, vectors
+        if self._axes is None or self._axes.shape[1] < n_components:
+            weights = vectors / np.sqrt(np.maximum(eigenvalues, np.finfo(np.float64).tiny))
+            self._axes = float64_product(self.Xc.T, weights)
+        return eigenvalues, self._axes[:, :n_components]
 
 
 def top_eigenpairs(symmetric, n_components):

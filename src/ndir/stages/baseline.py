@@ -9,7 +9,7 @@ from ndir.atomic import write_csv
 from ndir.baselines import baseline_grid, evaluate_baselines
 from ndir.evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ndir.evaluation import ns_score as ns_score_of
-from ndir.projection import PCAProjection
+from ndir.projection import fit_pca
 from ndir.report import NS_NOTE, interval_note, is_inria_holidays, table_caption, table_stem
 from ndir.stages.common import split_signatures
 
@@ -39,8 +39,9 @@ def evaluate_pca_baseline(images, signatures, results, encoding, codebook_size, 
         return {"R": R, "map": mean_ap, "n_queries": ap.size, "map_low": low, "map_high": high, "ns": ns}
 
     rows = [row(0, X_test)]
+    pca = fit_pca(X_train, dims)
     for R in dims:
-        rows.append(row(R, PCAProjection(n_components=R).fit(X_train).transform(X_test)))
+        rows.append(row(R, pca[R].transform(X_test)))
     out = pd.DataFrame(rows)
     out.insert(0, "dim", X_test.shape[1])
     out.insert(0, "K", int(codebook_size))

@@ -30,7 +30,7 @@ from ndir.errors import ResultFileError
 from ndir.evaluation import map_from_scores
 from ndir.jcf import JCF, second_order_gram
 from ndir.model_files import read_result
-from ndir.projection import PCAProjection, SparseRankProjector, load_projector
+from ndir.projection import SparseRankProjector, fit_pca, load_projector
 from ndir.report import input_label, signature_label
 from ndir.similarity_matrix import SparseSimilarityMatrix
 from ndir.stages.common import read_image_table, split_rows, split_signatures
@@ -95,8 +95,9 @@ def projector_methods(images, signatures, signature_names, projectors, table1_di
         run.full[name] = scored.dot(f"{name}/full", f"{label} full signature", group, X_test, family=FULL, **common)
         trained = sorted(by_signature.get(name, []), key=lambda item: (item[1]["n_components"], -item[1]["sparsity"]))
         dims = sorted(set(int(R) for R in table1_dims) | {int(meta["n_components"]) for _, meta in trained})
+        fitted = fit_pca(X_train, dims)
         for R in dims:
-            pca = PCAProjection(n_components=R).fit(X_train)
+            pca = fitted[R]
             run.pca[name, R] = scored.dot(
                 f"{name}/pca-R{R}", f"{label} PCA R = {R}", group, pca.transform(X_test),
                 family=PCA, R=R, record=(f"PCA R={R}", name), **common,

@@ -26,7 +26,7 @@ from ndir.errors import ResultFileError
 from ndir.evaluation import holidays_map, map_from_scores
 from ndir.jcf import JCF, second_order_gram
 from ndir.model_files import read_result
-from ndir.projection import PCAProjection, SparseRankProjector, load_projector
+from ndir.projection import SparseRankProjector, fit_pca, load_projector
 from ndir.projection.product import float64_product, sparse_batch_product
 from ndir.projection.sparse_rank import SPARSE_DENSITY_MAX
 from ndir.report import (
@@ -124,7 +124,7 @@ def projector_aps(images, signatures, signature_names, projectors, histories, ta
         X_test, groups, is_query = splits["test"]
         run.full[name] = test_aps(X_test, groups, is_query)
         dims = sorted(set(table1_dims) | {meta["n_components"] for _, meta, _ in by_signature.get(name, [])})
-        pca = {R: PCAProjection(n_components=R).fit(X_train) for R in dims}
+        pca = fit_pca(X_train, dims)
         for R in dims:
             run.pca[name, R] = test_aps(pca[R].transform(X_test), groups, is_query)
         for U, meta, history in by_signature.get(name, []):

@@ -15,7 +15,14 @@ from ndir.errors import ResultFileError
 from ndir.evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ndir.evaluation import ns_score as ns_score_of
 from ndir.model_files import read_result
-from ndir.projection import SparseRankProjector, load_projector, projection_cost, projection_latency, save_projector
+from ndir.projection import (
+    SparseRankProjector,
+    fit_pca,
+    load_projector,
+    projection_cost,
+    projection_latency,
+    save_projector,
+)
 from ndir.projection.product import TransposedBlocks
 from ndir.projection.sparse_rank import CONFIG_GRID, CONFIG_PARAMETERS, projector_params
 from ndir.report import NS_NOTE, interval_note, is_inria_holidays, n_test_queries, table_caption, table_stem
@@ -108,8 +115,9 @@ def train_sparse_projector(
     :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`).
     """
     splits, blocked = training_data(images, signatures)
+    initial = fit_pca(splits["train"][0], [n_components])[n_components].components_
     train_cell(
-        splits, blocked, projector, history, encoding, codebook_size, n_components, sparsity, settings, seed, ns_score
+        splits, blocked, initial, projector, history, encoding, codebook_size, sparsity, settings, seed, ns_score
     )
 
 
@@ -131,23 +139,16 @@ def train_sparse_projectors(
     ``histories`` in the order of ``dims``. Each is the one that
     :func:`train_sparse_projector` writes for its cell (its own seed, the same files);
     what the cells share is this job's start-up, about 1.5 s a training (interpreter,
-    imports, loading and laying out the signatures)."""
+    imports, loading and laying out the signatures), and the PCA they start from
+    (:func:`~ndir.projection.pca.fit_pca`)."""
     if not len(projectors) == len(histories) == len(dims):
         raise ValueError(f"{len(dims)} dims for {len(projectors)} projectors and {len(histories)} histories")
     splits, blocked = training_data(images, signatures)
+    pca = fit_pca(splits["train"][0], dims)
     for n_components, projector, history in zip(dims, projectors, histories):
+        initial = pca[n_components].components_
         train_cell(
-            splits,
-            blocked,
-            projector,
-            history,
-            encoding,
-            codebook_size,
-            n_components,
-            sparsity,
-            settings,
-            seed,
-            ns_score,
+            splits, blocked, initial, projector, history, encoding, codebook_size, sparsity, settings, seed, ns_score
         )
 
 
@@ -161,11 +162,13 @@ def training_data(images, signatures):
 
 
 def train_cell(
-    splits, blocked, projector, history, encoding, codebook_size, n_components, sparsity, settings, seed, ns_score
+    splits, blocked, initial, projector, history, encoding, codebook_size, sparsity, settings, seed, ns_score
 ):
     """One training of :func:`train_sparse_projector` on loaded ``splits`` and their
-    ``blocked`` layout (:func:`training_data`)."""
-    params = projector_params(settings, n_components, sparsity, seed)
+    ``blocked`` layout (:func:`training_data`), from the PCA axes ``initial`` (D, R): the
+    estimator's ``init="pca"``, fitted by the caller."""
+    n_components = initial.shape[1]
+    params = {**projector_params(settings, n_components, sparsity, seed), "init": initial}
     flat_map_evaluations = settings["flat_map_evaluations"]
     X_train, groups_train, is_query_train = splits["train"]
     if params["n_queries_per_step"] >= is_query_train.sum():
