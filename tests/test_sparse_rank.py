@@ -787,6 +787,28 @@ def test_starting_projector_is_the_l0_projection_of_pca(sparsity, renormalize):
     np.testing.assert_allclose(projector.components_.toarray(), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("sparsity", [0.0, 0.5, 0.9, 0.99])
+def test_thresholded_components_are_the_start_without_the_ranking_problem(sparsity, renormalize):
+    """thresholded_components (what readings and browse score as thresholded PCA):
+    the components_ of a fit with max_iter=0 from the same axes, bit for bit, stored
+    alike (M entries per column, explicit zeros kept), at every tau."""
+    from ndir.projection.pca import PCAProjection
+    from ndir.projection.sparse_rank import thresholded_components
+
+    X, groups, _ = grouped(15, 3, 200, noise=1.5, seed=2)
+    axes = PCAProjection(6).fit(X).components_
+    axes[:5, 1] = 0.0  # ties at zero within a column
+    original = axes.copy()
+    fitted = SparseRankProjector(6, sparsity=sparsity, max_iter=0, init=axes, renormalize=renormalize).fit(X, groups)
+    start = thresholded_components(axes, sparsity, renormalize)
+    assert start.format == fitted.components_.format == "csc" and start.dtype == np.float32
+    assert start.nnz == fitted.components_.nnz == 6 * fitted.n_nonzero_
+    for part in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(start, part), getattr(fitted.components_, part))
+    np.testing.assert_array_equal(axes, original)  # the caller's axes are left as they were
+
+
 def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
     """Without sparsity, renormalize divides each column by |u_r - mu g_r|, computed
     from Y, B and K rather than from U, and Y is updated from the step rather than

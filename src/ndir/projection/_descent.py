@@ -147,16 +147,9 @@ class Descent:
 
     def components(self):
         """U as a (D, R) float32 CSC matrix with exactly M stored entries per column."""
-        n_outputs, n_features = self.UT.shape
         if self.sparse:
-            indices, data = self.kept.ravel(), self.values.ravel()
-        else:
-            indices = np.tile(np.arange(n_features, dtype=np.int32), n_outputs)
-            data = self.UT.ravel().copy()
-        return sp.csr_array(
-            (data, indices, _row_pointers(n_outputs, indices.size // n_outputs)),
-            shape=self.UT.shape,
-        ).T.tocsc()
+            return stored_components(self.kept, self.values, self.UT.shape[1])
+        return dense_components(self.UT)
 
     def refresh_due(self):
         """Whether the current step recomputes Y as X U rather than updating it from
@@ -453,6 +446,36 @@ def _l0_project(UT, n_keep, renormalize, previous=None):
         row[keep] = values
         indices[r], data[r] = keep, values
     return indices, data, thresholds
+
+
+def initial_components(U, n_keep, renormalize):
+    """The (D, R) float32 CSC U that a :class:`Descent` starts from, without its ranking
+    problem: each column of U (D, R) with its ``n_keep`` largest magnitudes kept
+    (:func:`_l0_project`), or all of them when ``n_keep`` is D, unit columns with
+    ``renormalize``; the same values as :meth:`Descent.components` right after
+    ``Descent(...)``."""
+    UT = np.array(U.T, dtype=np.float32, order="C")
+    if n_keep < UT.shape[1]:
+        kept, values, _ = _l0_project(UT, n_keep, renormalize)
+        return stored_components(kept, values, UT.shape[1])
+    if renormalize:
+        _divide_rows(UT, _row_norms(UT))
+    return dense_components(UT)
+
+
+def stored_components(kept, values, n_features):
+    """The (D, R) float32 CSC U whose column r holds ``values[r]`` at rows ``kept[r]``."""
+    n_outputs, n_keep = kept.shape
+    return sp.csr_array(
+        (values.ravel(), kept.ravel(), _row_pointers(n_outputs, n_keep)), shape=(n_outputs, n_features)
+    ).T.tocsc()
+
+
+def dense_components(UT):
+    """The (D, R) float32 CSC U of UT (R, D), every entry stored."""
+    n_outputs, n_features = UT.shape
+    indices = np.tile(np.arange(n_features, dtype=np.int32), n_outputs)
+    return sp.csr_array((UT.ravel().copy(), indices, _row_pointers(n_outputs, n_features)), shape=UT.shape).T.tocsc()
 
 
 def _row_pointers(n_rows, per_row):

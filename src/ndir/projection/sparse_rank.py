@@ -72,7 +72,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ndir import available_cpus
 from ndir.encoding import l2_normalise_rows
-from ndir.projection._descent import SPARSE_DENSITY_MAX, Descent
+from ndir.projection._descent import SPARSE_DENSITY_MAX, Descent, initial_components
 from ndir.projection._ranking import RankingProblem, check_queries, select_queries
 from ndir.projection.pca import PCAProjection
 from ndir.projection.product import TransposedBlocks, float64_product, sparse_batch_product
@@ -127,6 +127,22 @@ def projector_params(settings, n_components, sparsity, seed):
     (``sparsity``) and the run's ``seed`` as ``random_state``."""
     params = {name: settings[key] for key, name in CONFIG_PARAMETERS.items() if key not in CONFIG_GRID}
     return {**params, "n_components": n_components, "sparsity": sparsity, "random_state": seed}
+
+
+def n_kept(sparsity, n_features):
+    """M, the non-zeros each column of a projector keeps at sparsity tau (Eq. 18-19)."""
+    return max(1, int(round((1.0 - sparsity) * n_features)))
+
+
+def thresholded_components(components, sparsity, renormalize):
+    """The projectors Algorithm 1 starts from, (D, R) float32 CSC: ``components`` (D, R),
+    e.g. PCA's axes, with the :func:`n_kept` largest magnitudes of each column kept (the
+    l0 projection of Eq. 17) and, with ``renormalize``, unit columns. The
+    ``components_`` of ``SparseRankProjector(max_iter=0, init=components)`` fitted at
+    that sparsity, without the ranking problem its fit sets up (the N x N Gram matrix):
+    the "thresholded PCA, no learning" ablation."""
+    components = np.asarray(components, dtype=np.float32)
+    return initial_components(components, n_kept(sparsity, components.shape[0]), renormalize)
 
 
 class SparseRankProjector(TransformerMixin, BaseEstimator):
@@ -318,7 +334,7 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         group_codes = np.unique(groups, return_inverse=True)[1]
         query_rows = check_queries(group_codes, queries)
         problem = RankingProblem(X, group_codes, query_rows, self.margin)
-        n_keep = max(1, int(round((1.0 - self.sparsity) * n_features)))
+        n_keep = n_kept(self.sparsity, n_features)
         rng = check_random_state(self.random_state)
         n_jobs = self._n_threads()
 

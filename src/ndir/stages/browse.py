@@ -30,7 +30,8 @@ from ndir.errors import ResultFileError
 from ndir.evaluation import map_from_scores
 from ndir.jcf import JCF, second_order_gram
 from ndir.model_files import read_result
-from ndir.projection import SparseRankProjector, fit_pca, load_projector
+from ndir.projection import fit_pca, load_projector
+from ndir.projection.sparse_rank import thresholded_components
 from ndir.report import input_label, signature_label
 from ndir.similarity_matrix import SparseSimilarityMatrix
 from ndir.stages.common import read_image_table, split_rows, split_signatures
@@ -86,7 +87,7 @@ def projector_methods(images, signatures, signature_names, projectors, table1_di
     methods, test = [], None
     for path, name in zip(signatures, signature_names, strict=True):
         splits = split_signatures(images, path)
-        X_train, groups_train, queries_train = splits["train"]
+        X_train = splits["train"][0]
         X_test, groups, is_query = test = splits["test"]
         scored = Scored(groups, is_query, k)
         label = signature_label(*_encoding_k(name))
@@ -104,17 +105,15 @@ def projector_methods(images, signatures, signature_names, projectors, table1_di
             )  # fmt: skip
             for U, meta in (item for item in trained if int(item[1]["n_components"]) == R):
                 tau = float(meta["sparsity"])
-                start = SparseRankProjector(
-                    n_components=R, sparsity=tau, max_iter=0, init=pca.components_, renormalize=renormalize, n_jobs=1
-                ).fit(X_train, groups_train, queries=queries_train)
+                start = thresholded_components(pca.components_, tau, renormalize)
                 run.start[name, tau, R] = scored.dot(
                     f"{name}/thresholded-R{R}-tau{tau:g}", f"{label} thresholded PCA R = {R}, {_tau_text(tau)}", group,
-                    l2_normalise_rows(start.transform(X_test)),
+                    l2_normalise_rows(project(start, X_test)),
                     family=THRESHOLDED, R=R, tau=tau, record=(f"thresholded PCA R={R} τ={tau:g}", name), **common,
                 )  # fmt: skip
                 run.learned[name, tau, R] = scored.dot(
                     f"{name}/sparse-R{R}-tau{tau:g}", f"{label} sparse rank R = {R}, {_tau_text(tau)} (learned)", group,
-                    l2_normalise_rows(project(U, meta, X_test)),
+                    l2_normalise_rows(project(U, X_test)),
                     family=LEARNED, R=R, tau=tau, record=(f"sparse rank R={R} τ={tau:g}", name), **common,
                 )  # fmt: skip
         methods += scored.methods

@@ -26,9 +26,9 @@ from ndir.errors import ResultFileError
 from ndir.evaluation import holidays_map, map_from_scores
 from ndir.jcf import JCF, second_order_gram
 from ndir.model_files import read_result
-from ndir.projection import SparseRankProjector, fit_pca, load_projector
+from ndir.projection import fit_pca, load_projector
 from ndir.projection.product import float64_product, sparse_batch_product
-from ndir.projection.sparse_rank import SPARSE_DENSITY_MAX
+from ndir.projection.sparse_rank import SPARSE_DENSITY_MAX, thresholded_components
 from ndir.report import (
     is_inria_holidays,
     load_paper_table1,
@@ -60,11 +60,12 @@ def precomputed_aps(scores, groups, is_query):
     return map_from_scores(np.asarray(scores, dtype=np.float64)[query_rows], query_rows, groups, True)[1]
 
 
-def project(U, meta, X):
-    """``X U`` through the learned projector as :meth:`SparseRankProjector.transform`
-    computes it (sparse below its density threshold, float64 BLAS above): the same
-    reductions as the training history scored."""
-    if meta["n_nonzero"] / X.shape[1] <= SPARSE_DENSITY_MAX:
+def project(U, X):
+    """``X U`` through a sparse projector U (D, R) with the same number of stored entries
+    in each column, as :meth:`SparseRankProjector.transform` computes it (sparse below
+    its density threshold, float64 BLAS above): the same reductions as the training
+    history scored."""
+    if U.nnz / U.shape[1] / X.shape[1] <= SPARSE_DENSITY_MAX:
         return sparse_batch_product(U, X, 1)
     return float64_product(X, U.astype(np.float64).toarray())
 
@@ -120,7 +121,7 @@ def projector_aps(images, signatures, signature_names, projectors, histories, ta
         by_signature.setdefault(meta["signature"], []).append((U, meta, history))
     for path, name in zip(signatures, signature_names, strict=True):
         splits = split_signatures(images, path)
-        X_train, groups_train, queries_train = splits["train"]
+        X_train = splits["train"][0]
         X_test, groups, is_query = splits["test"]
         run.full[name] = test_aps(X_test, groups, is_query)
         dims = sorted(set(table1_dims) | {meta["n_components"] for _, meta, _ in by_signature.get(name, [])})
@@ -129,11 +130,9 @@ def projector_aps(images, signatures, signature_names, projectors, histories, ta
             run.pca[name, R] = test_aps(pca[R].transform(X_test), groups, is_query)
         for U, meta, history in by_signature.get(name, []):
             R, tau = int(meta["n_components"]), float(meta["sparsity"])
-            run.learned[name, tau, R] = test_aps(l2_normalise_rows(project(U, meta, X_test)), groups, is_query)
-            start = SparseRankProjector(
-                n_components=R, sparsity=tau, max_iter=0, init=pca[R].components_, renormalize=renormalize, n_jobs=1
-            ).fit(X_train, groups_train, queries=queries_train)
-            run.start[name, tau, R] = test_aps(l2_normalise_rows(start.transform(X_test)), groups, is_query)
+            run.learned[name, tau, R] = test_aps(l2_normalise_rows(project(U, X_test)), groups, is_query)
+            start = thresholded_components(pca[R].components_, tau, renormalize)
+            run.start[name, tau, R] = test_aps(l2_normalise_rows(project(start, X_test)), groups, is_query)
             curve = read_history(history)[3]
             initial = curve["test_map_l2"].dropna()
             if len(initial):
