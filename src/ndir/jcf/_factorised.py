@@ -2,6 +2,7 @@
 (and of its shared form), computed as GEMMs on lifted rows ``g(x) ⊗ x`` formed by blocks."""
 
 import numpy as np
+import scipy.sparse
 
 from ndir.jcf._features import _check_images
 
@@ -25,52 +26,64 @@ def _lift(X, G):
 def _support(H):
     """The non-zero posteriors of H (n, c) codeword by codeword: ``rows`` and ``bounds``
     (c + 1,), the rows where ``H[:, k]`` is non-zero being ``rows[bounds[k]:bounds[k + 1]]``,
-    ascending. One pass over H, shared by the forward and the backward projections."""
+    ascending."""
     nonzero = (H != 0).T.copy()  # (c, n), C order: codeword k's rows at k n .. k n + n - 1
     rows = np.flatnonzero(nonzero) % max(len(H), 1)
     return rows, np.concatenate([[0], np.cumsum(np.count_nonzero(nonzero, axis=1))])
 
 
-def _by_component(X, H, W, support=None):
+class _Pairs:
+    """The non-zero posteriors of the rows X (n, d), H (n, c) as (row, codeword) pairs,
+    codeword-major (:func:`_support`), shared by the forward and backward projections:
+
+    - ``rows``, ``bounds``: codeword k's pairs are ``bounds[k]:bounds[k + 1]``, on the
+      rows ``rows[bounds[k]:bounds[k + 1]]`` (ascending);
+    - ``features`` (pairs, d): the features of each pair's row;
+    - ``spread`` (n, pairs), sparse: column p holds the posterior ``h_k(x_r)`` of pair
+      ``p = (r, k)`` at row r, so that ``spread @ P`` adds up each row's pair values
+      ``P[p]`` weighted by their posteriors, in the order k = 0, 1, ... (a CSC product
+      accumulates column by column), and ``spread.T @ G`` weights the rows of G by
+      each pair's posterior.
+    """
+
+    def __init__(self, X, H):
+        self.rows, self.bounds = _support(H)
+        codewords = np.repeat(np.arange(H.shape[1]), np.diff(self.bounds))
+        weights = H[self.rows, codewords]
+        n_pairs = self.rows.size
+        self.spread = scipy.sparse.csc_matrix((weights, self.rows, np.arange(n_pairs + 1)), shape=(len(H), n_pairs))
+        self.features = np.take(X, self.rows, axis=0)
+
+
+def _by_component(X, H, W, pairs=None):
     """``_lift(X, H) @ W`` (n, m) summed codeword by codeword over the non-zero
     posteriors only: ``sum_k H[:, k] (X W_k)``, W_k the rows ``k d:(k + 1) d`` of W, in
-    the order k = 0, 1, ...; one GEMM per codeword over its rows (``support``:
-    :func:`_support` of H, computed when None), written into reused buffers."""
-    d, m = X.shape[1], W.shape[1]
-    rows_all, bounds = _support(H) if support is None else support
-    out = np.zeros((len(X), m), dtype=X.dtype)
-    largest = int(np.diff(bounds).max(initial=0))
-    gathered = np.empty((largest, d), dtype=X.dtype)
-    products = np.empty((largest, m), dtype=X.dtype)
+    the order k = 0, 1, ...: one GEMM per codeword over the features of its pairs
+    (:class:`_Pairs` of X, H; formed when None), then their products weighted by the
+    posteriors and added up per row by one sparse product."""
+    d = X.shape[1]
+    pairs = _Pairs(X, H) if pairs is None else pairs
+    products = np.empty((pairs.rows.size, W.shape[1]), dtype=X.dtype)
     for k in range(H.shape[1]):
-        rows = rows_all[bounds[k] : bounds[k + 1]]
-        if rows.size:
-            x, p = gathered[: rows.size], products[: rows.size]
-            np.take(X, rows, axis=0, out=x, mode="clip")
-            np.matmul(x, W[k * d : (k + 1) * d], out=p)
-            p *= H[rows, k, None]
-            out[rows] += p
-    return out
+        part = slice(pairs.bounds[k], pairs.bounds[k + 1])
+        if part.stop > part.start:
+            np.matmul(pairs.features[part], W[k * d : (k + 1) * d], out=products[part])
+    return np.asarray(pairs.spread @ products, dtype=X.dtype)
 
 
-def _by_component_transposed(X, H, G, support=None):
+def _by_component_transposed(X, H, G, pairs=None):
     """``_lift(X, H).T @ G`` (K d, m) codeword by codeword over the non-zero posteriors:
     block k is ``X^T diag(H[:, k]) G`` over the rows where ``H[:, k]`` is non-zero, one
-    GEMM per codeword (``support`` as in :func:`_by_component`)."""
-    d, m = X.shape[1], G.shape[1]
-    rows_all, bounds = _support(H) if support is None else support
-    out = np.zeros((H.shape[1] * d, m), dtype=X.dtype)
-    largest = int(np.diff(bounds).max(initial=0))
-    gathered = np.empty((largest, d), dtype=X.dtype)
-    weighted = np.empty((largest, m), dtype=X.dtype)
+    GEMM per codeword on the features of its pairs and the rows of G weighted by
+    their posteriors (``pairs`` as in :func:`_by_component`)."""
+    d = X.shape[1]
+    pairs = _Pairs(X, H) if pairs is None else pairs
+    weighted = np.asarray(pairs.spread.T @ G, dtype=X.dtype)
+    out = np.zeros((H.shape[1] * d, G.shape[1]), dtype=X.dtype)
     for k in range(H.shape[1]):
-        rows = rows_all[bounds[k] : bounds[k + 1]]
-        if rows.size:
-            x, g = gathered[: rows.size], weighted[: rows.size]
-            np.take(X, rows, axis=0, out=x, mode="clip")
-            np.take(G, rows, axis=0, out=g, mode="clip")
-            g *= H[rows, k, None]
-            np.matmul(x.T, g, out=out[k * d : (k + 1) * d])
+        part = slice(pairs.bounds[k], pairs.bounds[k + 1])
+        if part.stop > part.start:
+            np.matmul(pairs.features[part].T, weighted[part], out=out[k * d : (k + 1) * d])
     return out
 
 
@@ -135,21 +148,21 @@ class _Model:
         self.R = self.Wu.shape[1]
         self.scale = scale
 
-    def project(self, X, H, support=None):
+    def project(self, X, H, pairs=None):
         """a = h^T U_i^T x and b = h^T V_i^T x for every row: two (n, R) arrays. With
-        ``support`` (:func:`_support` of H; unshared form only) codeword by codeword
+        ``pairs`` (:class:`_Pairs` of X, H; unshared form only) codeword by codeword
         over the non-zero posteriors, else by the lifted rows."""
         if not self.shared:
-            ab = _lift(X, H) @ self.W if support is None else _by_component(X, H, self.W, support)
+            ab = _lift(X, H) @ self.W if pairs is None else _by_component(X, H, self.W, pairs)
             return ab[:, : self.R], ab[:, self.R :]
         return _lift(X, H @ self.A) @ self.Wu, _lift(X, H @ self.B) @ self.Wv
 
-    def backward(self, X, H, grad_a, grad_b, support=None):
+    def backward(self, X, H, grad_a, grad_b, pairs=None):
         """Gradients of the parameters given dL/da, dL/db (n, R) of a block of rows
-        (``support`` as in :meth:`project`)."""
+        (``pairs`` as in :meth:`project`)."""
         if not self.shared:
             both = np.hstack([grad_a, grad_b])
-            grad = _lift(X, H).T @ both if support is None else _by_component_transposed(X, H, both, support)
+            grad = _lift(X, H).T @ both if pairs is None else _by_component_transposed(X, H, both, pairs)
             return {"Wu": grad[:, : self.R], "Wv": grad[:, self.R :]}
         out = {}
         d = X.shape[1]
@@ -165,27 +178,31 @@ class _Model:
         """Raw z (len(images), R) of the images; with ``keep`` also each chunk's rows and (a, b).
 
         The unshared form runs codeword by codeword when the images' posteriors are
-        mostly zero (:func:`_mostly_zero`), in chunks of images whose rows times
-        ``d + 2 R`` (the gathered features and the projections) fit
-        :data:`LIFT_ELEMENTS`; otherwise in chunks whose lifted rows fit it.
+        mostly zero (:func:`_mostly_zero`), in chunks of images whose pairs of a row and
+        a non-zero posterior times ``2 R`` (their projections) fit :data:`LIFT_ELEMENTS`;
+        otherwise in chunks whose lifted rows fit it.
         """
         images = np.asarray(images)
         X, H, sizes = _gather(X, H, offsets, images)
-        sparse = not self.shared and _mostly_zero(H)
-        width = X.shape[1] + 2 * self.R if sparse else self.Wu.shape[0]
         local = np.concatenate([[0], np.cumsum(sizes)])
+        sparse = not self.shared and _mostly_zero(H)
+        if sparse:
+            per_row = np.concatenate([[0], np.cumsum(np.count_nonzero(H, axis=1))])
+            budget, width = per_row[local], self.W.shape[1]
+        else:
+            budget, width = local, self.Wu.shape[0]
         z = np.empty((len(images), self.R), dtype=X.dtype)
         kept, done = [], 0
-        for chunk in _image_chunks(local, np.arange(len(images)), width):
+        for chunk in _image_chunks(budget, np.arange(len(images)), width):
             rows = slice(local[chunk[0]], local[chunk[-1] + 1])
             Xc, Hc = X[rows], H[rows]
-            support = _support(Hc) if sparse else None
-            a, b = self.project(Xc, Hc, support)
+            pairs = _Pairs(Xc, Hc) if sparse else None
+            a, b = self.project(Xc, Hc, pairs)
             z[done : done + len(chunk)] = (
                 np.add.reduceat(a * b, local[chunk] - local[chunk[0]], axis=0) / sizes[chunk, None]
             )
             if keep:
-                kept.append((Xc, Hc, support, sizes[chunk], a, b))
+                kept.append((Xc, Hc, pairs, sizes[chunk], a, b))
             done += len(chunk)
         z *= self.scale
         return (z, kept) if keep else z
@@ -194,12 +211,15 @@ class _Model:
         """Parameter gradients (float64) from dL/dz (rows in the order of ``pool``);
         ``kept``: what ``pool`` kept (X, H and offsets are unused, the chunks' rows kept)."""
         total, done = {}, 0
-        for Xc, Hc, support, sizes, a, b in kept:
+        for Xc, Hc, pairs, sizes, a, b in kept:
             # dz_i/da = b / n (times the scale) for each row of the image.
             per_image = self.scale * grad_z[done : done + len(sizes)] / sizes[:, None]
             per_row = np.repeat(per_image.astype(Xc.dtype), sizes, axis=0)
-            for name, g in self.backward(Xc, Hc, per_row * b, per_row * a, support).items():
-                total[name] = total.get(name, 0.0) + g.astype(np.float64)
+            for name, g in self.backward(Xc, Hc, per_row * b, per_row * a, pairs).items():
+                if name in total:
+                    total[name] += g  # in float64
+                else:
+                    total[name] = g.astype(np.float64)
             done += len(sizes)
         return total
 
