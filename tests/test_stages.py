@@ -1089,3 +1089,30 @@ def test_a_grid_job_writes_what_its_trainings_write_one_by_one(tmp_path):
     with pytest.raises(ValueError, match="3 dims for 2 projectors"):
         train_sparse_projectors(projectors=[tmp_path / "a.npz"] * 2, histories=[tmp_path / "a.csv"] * 3, dims=dims,
                                 **common)  # fmt: skip
+
+
+def test_the_descriptor_sample_is_the_same_on_any_number_of_threads(tmp_path, monkeypatch):
+    """sample_descriptors describes a batch of images on as many threads as BLAS may
+    use, then samples them in order: the same sample on 1 and 2 threads, whatever the
+    batch size, and each image's own descriptors."""
+    from threadpoolctl import threadpool_limits
+
+    from ndir.descriptors import image_descriptors_with
+    from ndir.stages import codebooks
+
+    table, _, _ = _index(_write_holidays(tmp_path / "jpg", 4), tmp_path)
+    images = tmp_path / "out/images.csv"
+    samples = {}
+    for threads, batch in [(1, 8), (2, 8), (2, 3)]:
+        monkeypatch.setattr(codebooks, "SAMPLE_BATCH", batch)
+        with threadpool_limits(limits=threads, user_api="blas"):
+            codebooks.sample_descriptors(images, tmp_path / f"s{threads}{batch}.npy", per_image=5, seed=0,
+                                         descriptors=DESCRIPTORS)  # fmt: skip
+        samples[threads, batch] = np.load(tmp_path / f"s{threads}{batch}.npy")
+    train = table.loc[table["split"] == "train", "path"].tolist()
+    assert samples[1, 8].shape == (5 * len(train), 128) and len(train) > 3
+    np.testing.assert_array_equal(samples[2, 8], samples[1, 8])
+    np.testing.assert_array_equal(samples[2, 3], samples[1, 8])
+    first = image_descriptors_with(train[0], DESCRIPTORS)
+    picked = first[np.random.default_rng(0).choice(len(first), size=5, replace=False)]
+    np.testing.assert_array_equal(samples[2, 3][:5], picked)

@@ -9,7 +9,8 @@ rule sample_descriptors:
         "benchmarks/rules/sample_descriptors.tsv"
     conda:
         ENV
-    threads: 1
+    # The first job, alone: its images described on both cores.
+    threads: 2
     resources:
         mem_mb=2000,
         runtime=30,

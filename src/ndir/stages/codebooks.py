@@ -7,30 +7,40 @@ import numpy as np
 from ndir import codebooks
 from ndir.atomic import atomic_output
 from ndir.descriptors import image_descriptors_with
+from ndir.encoding import blas_block_map
 from ndir.model_files import read_result
 from ndir.stages.common import read_image_table
 
 logger = logging.getLogger(__name__)
 
 
+#: Training images described at once by sample_descriptors (a few per thread).
+SAMPLE_BATCH = 8
+
+
 def sample_descriptors(images, sample, per_image, seed, descriptors):
     """Sample ``per_image`` local descriptors from each training image.
 
-    Streams image by image: only the sample, (n_train * per_image, 128) float32,
-    is ever held in memory.
+    Streams a few images at a time: only the sample, (n_train * per_image, 128) float32,
+    and the descriptors of those images are held in memory. The images of a batch are
+    described on as many threads as BLAS may use (the rule's ``threads``; OpenCV and
+    NumPy release the GIL), then sampled in order: the same sample on any number.
     """
     table = read_image_table(images)
-    train = table[table["split"] == "train"]
+    paths = table.loc[table["split"] == "train", "path"].tolist()
     rng = np.random.default_rng(seed)
     parts = []
-    for path in train["path"]:
-        local = image_descriptors_with(path, descriptors)
-        take = min(per_image, len(local))
-        parts.append(local[rng.choice(len(local), size=take, replace=False)])
+    with blas_block_map() as map_images:
+        for first in range(0, len(paths), SAMPLE_BATCH):
+            for local in map_images(
+                lambda path: image_descriptors_with(path, descriptors), paths[first : first + SAMPLE_BATCH]
+            ):
+                take = min(per_image, len(local))
+                parts.append(local[rng.choice(len(local), size=take, replace=False)])
     stacked = np.concatenate(parts).astype(np.float32, copy=False)
     with atomic_output(sample) as tmp:
         np.save(tmp, stacked)
-    logger.info("sampled %d descriptors from %d training images", len(stacked), len(train))
+    logger.info("sampled %d descriptors from %d training images", len(stacked), len(paths))
 
 
 def fit_descriptor_pca(sample, pca, n_components):
