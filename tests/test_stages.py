@@ -623,14 +623,11 @@ def test_map_is_flat_compares_the_last_evaluations():
     assert map_is_flat([0.5, 0.9, 0.902, 0.902], 1)
 
 
-def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
-    """sparse.flat_map_evaluations: the history of the stopped training is the full
-    training's history up to the first evaluation where map_is_flat holds there, and
-    its projector is the one at that step; None runs to max_iter."""
-    from ndir.projection import load_projector
-    from ndir.stages.sparse import map_is_flat, train_sparse_projector
-
-    rng = np.random.default_rng(3)
+def _small_training_set(tmp_path, name, seed):
+    """An image table of 16 groups of 3 (10 training groups, a query per group) and
+    their 64-d signatures ``name``.npy, noisy copies of one centre per group: the
+    (images, signatures) paths of a small training."""
+    rng = np.random.default_rng(seed)
     groups = np.repeat(np.arange(16), 3)
     X = rng.standard_normal((16, 64))[groups] + rng.standard_normal((groups.size, 64))
     X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
@@ -644,8 +641,19 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
             "split": np.where(groups < 10, "train", "test"),
         }
     ).to_csv(images, index=False)
-    signatures = tmp_path / "fv-16.npy"
+    signatures = tmp_path / f"{name}.npy"
     np.save(signatures, X)
+    return images, signatures
+
+
+def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
+    """sparse.flat_map_evaluations: the history of the stopped training is the full
+    training's history up to the first evaluation where map_is_flat holds there, and
+    its projector is the one at that step; None runs to max_iter."""
+    from ndir.projection import load_projector
+    from ndir.stages.sparse import map_is_flat, train_sparse_projector
+
+    images, signatures = _small_training_set(tmp_path, "fv-16", seed=3)
 
     def train(name, flat_map_evaluations, max_iter=60):
         train_sparse_projector(
@@ -1047,22 +1055,7 @@ def test_a_grid_job_writes_what_its_trainings_write_one_by_one(tmp_path):
     from ndir.projection import load_projector
     from ndir.stages.sparse import train_sparse_projector, train_sparse_projectors
 
-    rng = np.random.default_rng(5)
-    groups = np.repeat(np.arange(16), 3)
-    X = rng.standard_normal((16, 64))[groups] + rng.standard_normal((groups.size, 64))
-    X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
-    images = tmp_path / "images.csv"
-    pd.DataFrame(
-        {
-            "image_id": np.arange(groups.size),
-            "path": [f"{i}.jpg" for i in range(groups.size)],
-            "group": groups,
-            "is_query": np.arange(groups.size) % 3 == 0,
-            "split": np.where(groups < 10, "train", "test"),
-        }
-    ).to_csv(images, index=False)
-    signatures = tmp_path / "vlad-16.npy"
-    np.save(signatures, X)
+    images, signatures = _small_training_set(tmp_path, "vlad-16", seed=5)
     cell = small_training(12)
     dims = [4, 2, 6]
     common = dict(images=images, signatures=signatures, encoding="vlad", codebook_size=16, ns_score=False,
