@@ -287,8 +287,8 @@ class SparseSimilarityMatrix(BaseEstimator):
             group alone.
 
         Measured in the default workflow (2 cores): 20,000 words, 322 training images
-        with ~4,600 words each, ~10,000 triplets, max_iter = 100: 10 s of CPU (46 s before
-        the evaluations were restricted to the triplets' images and X kept transposed).
+        with ~4,600 words each, ~10,000 triplets, max_iter = 100: 10 s of CPU, each
+        evaluation restricted to its triplets' images, X kept transposed.
 
         Returns
         -------
