@@ -386,7 +386,8 @@ def test_histories_say_their_run_or_are_refused_naming_the_file(tmp_path):
     old.parent.mkdir()
     pd.DataFrame({"iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(old, index=False)
     with pytest.raises(ResultFileError, match=r"R32-tau0.99.csv: a training history without its run's "
-                       r"signature, encoding, K, R, tau.*rerun train_sparse_projector"):  # fmt: skip
+                       r"signature, encoding, K, R, tau.*"
+                       r"rerun its training \(rule train_sparse_projectors"):  # fmt: skip
         final_maps([old])
 
 

@@ -16,6 +16,7 @@ from ndir.projection import PCAProjection, load_projector
 from ndir.provenance import hardware_table
 from ndir.provenance import run_info as gather_run_info
 from ndir.stages.common import read_image_table, split_signatures
+from ndir.stages.sparse import RERUN_TRAINING
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +79,7 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
 
     U, meta = load_projector(projector)
     if meta.get("signature", signature) != signature:
-        raise ResultFileError(
-            f"{projector}: projector for {meta['signature']}, not {signature}; rerun train_sparse_projector"
-        )
+        raise ResultFileError(f"{projector}: projector for {meta['signature']}, not {signature}; {RERUN_TRAINING}")
     R, tau = U.shape[1], meta["sparsity"]
     table = read_image_table(images)
     test = table[table["split"] == "test"].reset_index(drop=True)

@@ -37,6 +37,8 @@ SCORINGS = ("dot", "l2")
 #: Training mAP that moves by at most this much (a fraction: 0.1 point) over the
 #: evaluations of ``flat_map_evaluations`` counts as flat.
 FLAT_MAP_TOLERANCE = 1e-3
+#: What an error about a projector or training history asks for: the rules that write them.
+RERUN_TRAINING = "rerun its training (rule train_sparse_projectors; train_sparse_projector for Fig. 3's other tau)"
 #: The keys of the config's ``sparse`` section that a training reads: the estimator's
 #: (:data:`ndir.projection.sparse_rank.CONFIG_PARAMETERS` but the grid of cells, which
 #: reaches a training as its R and tau) and ``flat_map_evaluations``.
@@ -265,7 +267,7 @@ def read_history(path):
     if missing:
         raise ResultFileError(
             f"{path}: a training history without its run's {', '.join(missing)} "
-            "(written before histories recorded them); rerun train_sparse_projector"
+            f"(written before histories recorded them); {RERUN_TRAINING}"
         )
     run = curve.iloc[0]
     return run["signature"], int(run["R"]), float(run["tau"]), curve
@@ -285,9 +287,7 @@ def final_maps(histories, split="test", scoring="l2", metric="map"):
         column = f"{split}_{metric}_{scoring}"
         maps = curve[column].dropna() if column in curve else []
         if len(maps) == 0:
-            raise ResultFileError(
-                f"{path}: no {column} measured (an older or interrupted history); rerun train_sparse_projector"
-            )
+            raise ResultFileError(f"{path}: no {column} measured (an older or interrupted history); {RERUN_TRAINING}")
         rows.append(
             {
                 "signature": signature,
