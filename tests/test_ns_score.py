@@ -352,7 +352,7 @@ def test_every_rule_of_a_stage_that_scores_ns_passes_the_ukbench_flag():
             assert flag in body, f"rule {name} does not pass {flag}"
     assert {"evaluate_tfidf", "train_soml", "train_similarity_matrix", "seeds_comparison", "train_jcf",
             "evaluate_second_order", "evaluate_reduction_baselines", "evaluate_pca_baseline",
-            "train_sparse_projector"} <= set(scoring)  # fmt: skip
+            "train_sparse_projector", "train_sparse_projectors"} <= set(scoring)  # fmt: skip
 
 
 def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):  # noqa: F811 (the imported fixture)
