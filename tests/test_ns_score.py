@@ -364,7 +364,8 @@ def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):  # n
 
     out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
     out["random_record"] = tmp_path / "run-random.json"
-    evaluate_second_order(small_set["images"], small_set["features"], tmp_path / "pooling.json", 1, ns_score=True)
+    evaluate_second_order(small_set["images"], small_set["features"], tmp_path / "pooling.json",
+                          tmp_path / "pooling.npy", 1, ns_score=True)  # fmt: skip
     train_jcf(
         small_set["images"], small_set["features"], **out, n_clusters=1, n_components=3, n_shared=None, seed=0,
         ns_score=True, settings=dict(

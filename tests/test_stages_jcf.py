@@ -162,11 +162,13 @@ def test_second_order_records(small_set, tmp_path, monkeypatch):
     clock = itertools.count(1000.0, 2.0)  # every reading of the stage's clock 2 s after the last
     monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     paths = {n_clusters: tmp_path / f"second_order_pooling-K{n_clusters}.json" for n_clusters in (1, K)}
-    evaluate_second_order(small_set["images"], small_set["features"], paths[1], n_clusters=1, ns_score=False)
+    grams = {n_clusters: path.with_suffix(".npy") for n_clusters, path in paths.items()}
+    evaluate_second_order(small_set["images"], small_set["features"], paths[1], grams[1], n_clusters=1, ns_score=False)
     evaluate_second_order(
         small_set["images"],
         small_set["features"],
         paths[K],
+        grams[K],
         n_clusters=K,
         codebook=small_set["codebook"],
         ns_score=False,
@@ -188,8 +190,13 @@ def test_second_order_records(small_set, tmp_path, monkeypatch):
     assert with_codebook["madds_per_query"] == PER_IMAGE * T * (1 + K) + K * T * 12
     # Scored from the Gram matrix, as from the signatures themselves (cosine).
     X, H, groups, is_query = load_features(small_set["images"], small_set["features"], small_set["codebook"])["test"]
-    for record, Y in ((plain, second_order_pooling(X)), (with_codebook, codebook_second_order_pooling(X, H))):
+    for record, Y, gram in (
+        (plain, second_order_pooling(X), grams[1]),
+        (with_codebook, codebook_second_order_pooling(X, H), grams[K]),
+    ):
         Y = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+        # The test similarities it scored, kept for readings and browse.
+        np.testing.assert_allclose(np.load(gram), Y @ Y.T, rtol=0, atol=1e-6)
         assert record["test_map"] == pytest.approx(holidays_map(Y, groups, is_query))
         recalls = recall_at_k(Y, groups, (1, 2, 4, 8))
         assert [record[f"recall_at_{n}"] for n in (1, 2, 4, 8)] == pytest.approx([recalls[n] for n in (1, 2, 4, 8)])
@@ -421,3 +428,17 @@ def test_shards_reduced_by_different_pcas_are_refused(small_set, tmp_path):
     with pytest.raises(ResultFileError, match="different descriptor PCAs"):
         gather_jcf_features(small_set["images"], shards, tmp_path / "features.npz")
     assert not (tmp_path / "features.npz").exists()
+
+
+def test_stored_pooling_similarities_of_another_split_are_refused_naming_the_rule(tmp_path):
+    """readings and browse score second-order pooling from the similarities that
+    evaluate_second_order wrote: a matrix of another number of test images (an older
+    run's) is refused, naming the file and the rule to rerun."""
+    from ndir.stages.readings import pooling_similarities_of
+
+    path = tmp_path / "second_order_pooling-K1.npy"
+    np.save(path, np.eye(4))
+    np.testing.assert_array_equal(pooling_similarities_of(path, np.arange(4)), np.eye(4))
+    with pytest.raises(ResultFileError, match=r"second_order_pooling-K1.npy: similarities of \(4, 4\) test images, "
+                       r"not of the 5 of this run; rerun evaluate_second_order"):  # fmt: skip
+        pooling_similarities_of(path, np.arange(5))

@@ -447,6 +447,18 @@ def jcf_shared(wildcards):
     return jcf_runs()[wildcards.jcf_run][2]
 
 
+def pooling_files(suffix):
+    """Second-order pooling's files that readings and browse score (without codebook, then
+    with each codebook of ``READINGS_JCF_SIZES``): its records (``suffix`` ``.json``) or
+    its test images' similarities (``.npy``); none without JCF."""
+    if not jcf_enabled():
+        return []
+    return [
+        f"results/jcf/second_order_pooling-K{K}{suffix}"
+        for K in [1, *READINGS_JCF_SIZES]
+    ]
+
+
 def comparison_signature_files():
     return [
         f"results/signatures/{name}.npy"

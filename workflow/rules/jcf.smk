@@ -57,6 +57,7 @@ rule evaluate_second_order:
         features=rules.gather_jcf_features.output.features,
     output:
         record="results/jcf/second_order_pooling-K{K}.json",
+        similarities="results/jcf/second_order_pooling-K{K}.npy",
     log:
         "logs/evaluate_second_order/K{K}.log",
     benchmark:

@@ -41,14 +41,8 @@ rule readings:
             f"results/codebooks/{names.signature_name('fv', K)}.npz"
             for K in READINGS_JCF_SIZES
         ],
-        pooling_records=(
-            [
-                f"results/jcf/second_order_pooling-K{K}.json"
-                for K in [1, *READINGS_JCF_SIZES]
-            ]
-            if jcf_enabled()
-            else []
-        ),
+        pooling_records=pooling_files(".json"),
+        pooling_similarities=pooling_files(".npy"),
         jcf_models=[f"results/jcf/{run}.npz" for run in READINGS_JCF_RUNS],
         jcf_records=[f"results/jcf/{run}.json" for run in READINGS_JCF_RUNS],
     output:

@@ -28,7 +28,7 @@ from ndir import readings as findings
 from ndir.encoding import l2_normalise_rows
 from ndir.errors import ResultFileError
 from ndir.evaluation import map_from_scores
-from ndir.jcf import JCF, second_order_gram
+from ndir.jcf import JCF
 from ndir.model_files import read_result
 from ndir.projection import fit_pca, load_projector
 from ndir.projection.sparse_rank import thresholded_components
@@ -36,7 +36,7 @@ from ndir.report import input_label, signature_label
 from ndir.similarity_matrix import SparseSimilarityMatrix
 from ndir.stages.common import read_image_table, split_rows, split_signatures
 from ndir.stages.jcf import load_features
-from ndir.stages.readings import Checks, check_tables, project
+from ndir.stages.readings import Checks, check_tables, pooling_similarities_of, project
 from ndir.stages.seeds import SOML_VARIANTS
 from ndir.stages.sparse import read_history
 
@@ -160,19 +160,20 @@ def seed_methods(images, counts, tfidf_record, similarity_matrix, similarity_rec
     return scored.methods
 
 
-def jcf_methods(images, features, codebooks, codebook_sizes, pooling_records, models, records, runs, k, checks):
-    """Second-order pooling (without codebook, then with each codebook) and the JCF
-    runs ([K, R, k] of each model), named as their records name them."""
+def jcf_methods(images, features, codebooks, codebook_sizes, pooling_records, pooling_similarities, models, records,
+                runs, k, checks):  # fmt: skip
+    """Second-order pooling (without codebook, then with each codebook; from the test
+    similarities rule evaluate_second_order wrote) and the JCF runs ([K, R, k] of each
+    model), named as their records name them."""
     codebook_of = dict(zip(codebook_sizes, codebooks, strict=True))
     splits = {1: load_features(images, features)["test"]}
     for K in codebook_sizes:
         splits[K] = load_features(images, features, codebook_of[K], K)["test"]
     group = "JCF (local features, seed 004)"
     scored = Scored(splits[1][2], splits[1][3], k)
-    for K, record in zip([1, *codebook_sizes], pooling_records, strict=True):
-        X, H, _, _ = splits[K]
-        values = _read_json(record)
-        ap = scored.add(f"jcf/pooling-K{K}", values["method"], group, second_order_gram(X, H),
+    for K, record, similarities in zip([1, *codebook_sizes], pooling_records, pooling_similarities, strict=True):
+        values, scores = _read_json(record), pooling_similarities_of(similarities, splits[K][2])
+        ap = scored.add(f"jcf/pooling-K{K}", values["method"], group, scores,
                         family="second-order pooling", input=input_label(values["signature"]),
                         record=(values["method"], values["signature"]))  # fmt: skip
         checks.add(f"JCF {values['method']}", ap, 100 * values["test_map"])
@@ -238,6 +239,7 @@ def browse(
     jcf_features=None,
     jcf_codebooks=(),
     pooling_records=(),
+    pooling_similarities=(),
     jcf_models=(),
     jcf_records=(),
     comparison=None,
@@ -270,8 +272,8 @@ def browse(
         methods += seed_methods(images, counts, tfidf_record, similarity_matrix, similarity_record, soml_models,
                                 soml_records, soml_variants, int(k), checks)  # fmt: skip
     if jcf_features:
-        methods += jcf_methods(images, jcf_features, jcf_codebooks, jcf_codebook_sizes, pooling_records, jcf_models,
-                               jcf_records, jcf_runs, int(k), checks)  # fmt: skip
+        methods += jcf_methods(images, jcf_features, jcf_codebooks, jcf_codebook_sizes, pooling_records,
+                               pooling_similarities, jcf_models, jcf_records, jcf_runs, int(k), checks)  # fmt: skip
     if checks.mismatches:
         raise ResultFileError(
             f"recomputed rankings disagree with the run's tables or records in {checks.mismatches}; "

@@ -263,8 +263,10 @@ def _finish(record, n_features, d, n_database):
     return comparison.check_record(record)
 
 
-def evaluate_second_order(images, features, record, n_clusters, ns_score, codebook=None):
-    """The record of second-order pooling on the test split: without codebook
+def evaluate_second_order(images, features, record, similarities, n_clusters, ns_score, codebook=None):
+    """The record of second-order pooling on the test split, and its test images' (n_test,
+    n_test) float64 cosine ``similarities`` (``.npy``, which readings and browse score
+    again): without codebook
     (``n_clusters`` = 1, d (d+1)/2 dimensions) or with the Fisher codebook fv-K
     (``codebook``, K d (d+1)/2 dimensions); nothing is learned. With ``ns_score`` (on
     UKBench) the record carries the N-S score.
@@ -284,10 +286,12 @@ def evaluate_second_order(images, features, record, n_clusters, ns_score, codebo
     d = X[0].shape[1]
     dims = K * d * (d + 1) // 2
     start = time.perf_counter()
-    similarities = second_order_gram(X, H)
+    gram = second_order_gram(X, H)
     seconds = time.perf_counter() - start
-    result = pooling_record(local_signature(K, d), K, dims, similarities, groups, is_query, ns_score)
+    result = pooling_record(local_signature(K, d), K, dims, gram, groups, is_query, ns_score)
     result["pool_and_score_ms_per_image"] = 1e3 * seconds / len(X)
+    with atomic_output(similarities) as tmp:
+        np.save(tmp, gram)
     write_json(_finish(result, float(np.mean([len(x) for x in X])), d, len(X)), record)
     logger.info(
         "%s: %d dims, test mAP %.4f, Recall@1 %.4f", result["method"], dims, result["test_map"], result["recall_at_1"]

@@ -24,7 +24,7 @@ from ndir import readings as findings
 from ndir.encoding import l2_normalise_rows
 from ndir.errors import ResultFileError
 from ndir.evaluation import holidays_map, map_from_scores
-from ndir.jcf import JCF, second_order_gram
+from ndir.jcf import JCF
 from ndir.model_files import read_result
 from ndir.projection import fit_pca, load_projector
 from ndir.projection.product import float64_product, sparse_batch_product
@@ -184,18 +184,20 @@ def seed_aps(images, counts, tfidf_record, similarity_matrix, similarity_record,
         checks.add(method, run.seeds[method], 100 * _read_json(record)["test_map"])
 
 
-def jcf_aps(images, features, codebooks, codebook_sizes, pooling_records, models, records, runs, run, checks):
+def jcf_aps(images, features, codebooks, codebook_sizes, pooling_records, pooling_similarities, models, records, runs,
+            run, checks):  # fmt: skip
     """Per-query APs of second-order pooling (without codebook, then with each Fisher
-    codebook of ``codebook_sizes``) and of the learned JCF ``runs`` ([K, R, k] of each
-    model), and their dimensions and parameters from their records."""
+    codebook of ``codebook_sizes``; from the test similarities rule evaluate_second_order
+    wrote) and of the learned JCF ``runs`` ([K, R, k] of each model), and their
+    dimensions and parameters from their records."""
     codebook_of = dict(zip(codebook_sizes, codebooks, strict=True))
     splits = {1: load_features(images, features)["test"]}
     for K in codebook_sizes:
         splits[K] = load_features(images, features, codebook_of[K], K)["test"]
-    for K, record in zip([1, *codebook_sizes], pooling_records, strict=True):
-        X, H, groups, is_query = splits[K]
+    for K, record, similarities in zip([1, *codebook_sizes], pooling_records, pooling_similarities, strict=True):
+        _, _, groups, is_query = splits[K]
         key = (K, None, None)
-        run.jcf[key] = precomputed_aps(second_order_gram(X, H), groups, is_query)
+        run.jcf[key] = precomputed_aps(pooling_similarities_of(similarities, groups), groups, is_query)
         _jcf_record(key, record, run, checks)
     for path, record, (K, R, k) in zip(models, records, runs, strict=True):
         X, H, groups, is_query = splits[int(K)]
@@ -203,6 +205,18 @@ def jcf_aps(images, features, codebooks, codebook_sizes, pooling_records, models
         model = JCF.load(path)
         run.jcf[key] = test_aps(model.transform(X, H if int(K) > 1 else None), groups, is_query)
         _jcf_record(key, record, run, checks)
+
+
+def pooling_similarities_of(path, groups):
+    """The (n_test, n_test) similarities of second-order pooling that rule
+    evaluate_second_order wrote (``.npy``), checked against the test split's size."""
+    similarities = read_result(path)
+    if similarities.shape != (len(groups), len(groups)):
+        raise ResultFileError(
+            f"{path}: similarities of {similarities.shape} test images, not of the {len(groups)} of this run; "
+            "rerun evaluate_second_order"
+        )
+    return similarities
 
 
 def _jcf_record(key, record, run, checks):
@@ -240,6 +254,7 @@ def readings(
     jcf_features=None,
     jcf_codebooks=(),
     pooling_records=(),
+    pooling_similarities=(),
     jcf_models=(),
     jcf_records=(),
 ):
@@ -255,8 +270,9 @@ def readings(
     ``table1``, ``table2``, ``costs`` the CSV tables the run wrote. The seeds' inputs
     (word ``counts``, models and records of tf-idf, the similarity matrix and SOML on
     tf-idf, of variants ``soml_variants``) and JCF's (local features, the Fisher
-    codebooks of ``jcf_codebook_sizes``, the second-order pooling records for K = 1 then
-    those sizes, the models and records of ``jcf_runs`` [K, R, k]) are optional.
+    codebooks of ``jcf_codebook_sizes``, the second-order pooling records and test
+    similarities for K = 1 then those sizes, the models and records of ``jcf_runs`` [K, R,
+    k]) are optional.
     """
     run = findings.Run(table1_dims=tuple(int(R) for R in table1_dims))
     checks = Checks()
@@ -266,7 +282,8 @@ def readings(
         seed_aps(images, counts, tfidf_record, similarity_matrix, similarity_record, soml_models, soml_records,
                  soml_variants, run, checks)  # fmt: skip
     if jcf_features:
-        jcf_aps(images, jcf_features, jcf_codebooks, jcf_codebook_sizes, pooling_records, jcf_models, jcf_records,
+        jcf_aps(images, jcf_features, jcf_codebooks, jcf_codebook_sizes, pooling_records, pooling_similarities,
+                jcf_models, jcf_records,
                 jcf_runs, run, checks)  # fmt: skip
     run.fig2 = [read_history(path)[3] for path in fig2]
     run.fig3 = [read_history(path)[3] for path in fig3]
