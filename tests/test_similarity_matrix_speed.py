@@ -107,8 +107,9 @@ class _ReferenceModel(SparseSimilarityMatrix):
 
 
 def test_fit_takes_the_reference_steps():
-    """Same accepted steps: per iteration the same active counts, objectives to 1e-6
-    relative (float32 S in both), the same best iteration and a metric equal to
+    """Same accepted steps: per iteration the same active counts, objectives to 1e-5
+    relative (float32 S in both, summed in another order: 1.3e-6 apart under OpenBLAS's
+    Haswell kernels), the same best iteration and a metric equal to
     1e-6 of its largest entry (an entry near 0 after cancellations differs by 1e-5
     relative); with hold-out and random triplets, and without."""
     counts, groups, words, train = _shared_words_problem(seed=2)
@@ -123,7 +124,7 @@ def test_fit_takes_the_reference_steps():
         assert len(fast.history_) == len(slow.history_) >= 5
         assert [h["n_active"] for h in fast.history_] == [h["n_active"] for h in slow.history_]
         np.testing.assert_allclose(
-            [h["objective"] for h in fast.history_], [h["objective"] for h in slow.history_], rtol=1e-6
+            [h["objective"] for h in fast.history_], [h["objective"] for h in slow.history_], rtol=1e-5
         )
         assert fast.best_iteration_ == slow.best_iteration_
         assert fast.holdout_map_ == pytest.approx(slow.holdout_map_, nan_ok=True)
