@@ -116,11 +116,10 @@ def train_sparse_projector(
     evaluation where its training mAP (dot) has moved by at most
     :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`).
     """
-    splits, blocked = training_data(images, signatures)
-    initial = fit_pca(splits["train"][0], [n_components])[n_components].components_
-    train_cell(
-        splits, blocked, initial, projector, history, encoding, codebook_size, sparsity, settings, seed, ns_score
-    )
+    train_sparse_projectors(
+        images, signatures, [projector], [history], encoding, codebook_size, [n_components], sparsity, settings, seed,
+        ns_score,
+    )  # fmt: skip
 
 
 def train_sparse_projectors(
