@@ -37,7 +37,7 @@ from ndir.encoding import (
 )
 from ndir.errors import NdirInputError
 from ndir.model_files import KINDS, file_kind, read_model_file, write_model_file
-from ndir.projection.pca import largest_entry_positive, top_eigenpairs
+from ndir.projection.eigen import largest_entry_positive, top_eigenpairs
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ndir.encoding import l2_normalise_rows
+from ndir.projection.eigen import largest_entry_positive
 from ndir.projection.product import float64_inner, float64_product
 
 
@@ -195,17 +196,3 @@ class PrincipalAxes:
             weights = vectors / np.sqrt(np.maximum(eigenvalues, np.finfo(np.float64).tiny))
             self._axes = float64_product(self.Xc.T, weights)
         return eigenvalues, self._axes[:, :n_components]
-
-
-def top_eigenpairs(symmetric, n_components):
-    """Largest ``n_components`` eigenvalues (decreasing) and their eigenvectors (columns)
-    of symmetric matrices (..., D, D): (..., n_components) and (..., D, n_components)."""
-    eigenvalues, vectors = np.linalg.eigh(symmetric)  # increasing order
-    return eigenvalues[..., ::-1][..., :n_components], vectors[..., ::-1][..., :n_components]
-
-
-def largest_entry_positive(vectors):
-    """``vectors`` (..., D, k) with each column's sign chosen so that its largest-magnitude
-    entry (the first, on ties) is positive: axes that do not depend on the LAPACK build."""
-    pivot = np.take_along_axis(vectors, np.abs(vectors).argmax(axis=-2)[..., None, :], axis=-2)
-    return vectors * np.sign(pivot)

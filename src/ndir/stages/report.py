@@ -10,13 +10,12 @@ import pandas as pd
 
 from ndir.atomic import atomic_output, write_json
 from ndir.encoding import l2_normalise_rows
-from ndir.errors import ResultFileError
+from ndir.errors import RERUN_TRAINING, ResultFileError
 from ndir.evaluation import misses_near_duplicates, top_k
-from ndir.projection import PCAProjection, load_projector
+from ndir.projection import load_projector
 from ndir.provenance import hardware_table
 from ndir.provenance import run_info as gather_run_info
 from ndir.stages.common import read_image_table, split_signatures
-from ndir.stages.sparse import RERUN_TRAINING
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +75,7 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
     learned on. ``figure``: the files to write (PNG and PDF).
     """
     from ndir.figures import retrievals_figure as draw  # matplotlib, only for the stages that draw
+    from ndir.projection import PCAProjection  # scikit-learn: not for the other stages of this module
 
     U, meta = load_projector(projector)
     if meta.get("signature", signature) != signature:

@@ -11,7 +11,7 @@ from ndir import names, report
 from ndir.atomic import atomic_output, write_csv
 from ndir.baselines import mean_over_seeds
 from ndir.encoding import l2_normalise_rows
-from ndir.errors import ResultFileError
+from ndir.errors import RERUN_TRAINING, ResultFileError
 from ndir.evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ndir.evaluation import ns_score as ns_score_of
 from ndir.model_files import read_result
@@ -37,8 +37,6 @@ SCORINGS = ("dot", "l2")
 #: Training mAP that moves by at most this much (a fraction: 0.1 point) over the
 #: evaluations of ``flat_map_evaluations`` counts as flat.
 FLAT_MAP_TOLERANCE = 1e-3
-#: What an error about a projector or training history asks for: the rules that write them.
-RERUN_TRAINING = "rerun its training (rule train_sparse_projectors; train_sparse_projector for Fig. 3's other tau)"
 #: The keys of the config's ``sparse`` section that a training reads: the estimator's
 #: (:data:`ndir.projection.sparse_rank.CONFIG_PARAMETERS` but the grid of cells, which
 #: reaches a training as its R and tau) and ``flat_map_evaluations``.
