@@ -33,7 +33,9 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import scipy.stats
 from threadpoolctl import threadpool_limits
 
 from ndir import names
@@ -118,31 +120,54 @@ def spread(maps, run_seed):
 
 def compare(first, second):
     """Per cell: ``second - first`` at the run's seed and in the mean (points), beside
-    the larger of the two seed spreads (max - min) and s.d.s."""
+    the larger of the two seed spreads (max - min) and s.d.s; then how the second
+    stands against the first's seeds, as issue 48's accuracy guard reads it: whether its
+    run's seed lies inside the first's range at the tables' two decimals and by how much
+    it falls outside, whether the two ranges overlap, and Welch's t of the difference of
+    the means (0 where both s.d.s are 0)."""
     cell = ["signature", "R", "tau"]
     a, b = (pd.read_csv(path) for path in (first, second))
     both = a.merge(b, on=cell, suffixes=("_a", "_b"), validate="one_to_one")
+    low, high, run_seed = (both[column].round(2) for column in ("min_a", "max_a", "run_seed_b"))
+    mean_diff = both["mean_b"] - both["mean_a"]
+    standard_error = np.sqrt(both["sd_a"] ** 2 / both["n_seeds_a"] + both["sd_b"] ** 2 / both["n_seeds_b"])
     return pd.DataFrame(
         {
             **{name: both[name] for name in cell},
             "run_seed_a": both["run_seed_a"],
             "run_seed_b": both["run_seed_b"],
             "run_seed_diff": both["run_seed_b"] - both["run_seed_a"],
-            "mean_diff": both["mean_b"] - both["mean_a"],
+            "mean_diff": mean_diff,
             "seed_range": pd.concat([both["max_a"] - both["min_a"], both["max_b"] - both["min_b"]], axis=1).max(axis=1),
             "seed_sd": both[["sd_a", "sd_b"]].max(axis=1),
+            "outside_a_by": np.maximum(low - run_seed, run_seed - high).clip(lower=0.0),
+            "ranges_overlap": (both["min_b"] <= both["max_a"]) & (both["max_b"] >= both["min_a"]),
+            "welch_t": mean_diff.div(standard_error).where(standard_error > 0, 0.0),
+            "n_seeds": both[["n_seeds_a", "n_seeds_b"]].min(axis=1),
         }
     )
 
 
 def summary(differences):
-    """One line on a :func:`compare` table."""
+    """Two lines on a :func:`compare` table: how the cells moved, and the guard's counts
+    (the second's run seed inside the first's seed range; the ranges overlapping; the
+    means apart at the 5 % level, two-sided, with as many cells expected by chance)."""
     moved = differences["run_seed_diff"].abs()
+    inside = differences["outside_a_by"] == 0
+    # Student's t at 2.5 % for the smaller seed count of each cell: the usual Welch
+    # degrees of freedom are at least n - 1, so this tests at 5 % or below.
+    critical = scipy.stats.t.ppf(0.975, differences["n_seeds"] - 1)
+    apart = differences["welch_t"].abs() > critical
     return (
         f"{(moved > 0).sum()} of {len(moved)} cells differ at the run's seed; |difference| mean "
         f"{moved.mean():.2f}, max {moved.max():.2f} points; mean |difference of the means| "
         f"{differences['mean_diff'].abs().mean():.2f}; mean seed s.d. {differences['seed_sd'].mean():.2f}, "
-        f"mean seed range {differences['seed_range'].mean():.2f} points"
+        f"mean seed range {differences['seed_range'].mean():.2f} points\n"
+        f"B's run seed inside A's seed range in {inside.sum()} of {len(moved)} cells (at 2 decimals; the others "
+        f"outside by at most {differences['outside_a_by'].max():.2f} points); seed ranges overlap in "
+        f"{differences['ranges_overlap'].sum()}; means apart at 5 % (Welch's t) in {apart.sum()} "
+        f"({0.05 * len(moved):.1f} expected by chance), mean difference of the means "
+        f"{differences['mean_diff'].mean():+.2f} points"
     )
 
 

@@ -1,8 +1,10 @@
 """benchmarks/table2_spread.py on the tiny run: its CSV, and the run's seed giving Table II."""
 
+import importlib.util
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -43,3 +45,54 @@ def test_spread_of_every_table2_cell_and_the_runs_seed_gives_table2(tiny_run, tm
     )
     assert f"0 of {len(spread)} cells differ" in compared.stdout
     assert (pd.read_csv(differences.with_suffix(".csv"))["run_seed_diff"] == 0).all()
+
+
+def _spread_script():
+    spec = importlib.util.spec_from_file_location("table2_spread", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_counts_the_accuracy_guard_cell_by_cell(tmp_path):
+    """Issue 48's guard, counted by hand on three cells: the second run's seed inside
+    the first's range at two decimals (0.004 above it), outside it by 0.5 point, and
+    far above it with the seeds' means apart."""
+    script = _spread_script()
+    cells = {"signature": ["vlad-64"] * 3, "R": [32, 64, 128], "tau": [0.9] * 3, "n_seeds": [5] * 3}
+    first = pd.DataFrame(
+        {**cells, "mean": [90.0, 91.0, 92.0], "sd": [1.0, 0.5, 0.1], "min": [89.0, 90.5, 91.9]}
+        | {"max": [91.0, 91.5, 92.1], "run_seed": [90.0, 91.0, 92.0]}
+    )
+    second = pd.DataFrame(
+        {**cells, "mean": [90.5, 91.2, 95.0], "sd": [1.0, 0.5, 0.1], "min": [89.5, 91.0, 94.9]}
+        | {"max": [91.5, 92.0, 95.1], "run_seed": [91.004, 92.0, 95.0]}
+    )
+    paths = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.to_csv(paths[0], index=False)
+    second.to_csv(paths[1], index=False)
+    differences = script.compare(*paths)
+    assert differences["outside_a_by"].round(6).tolist() == [0.0, 0.5, 2.9]
+    assert differences["ranges_overlap"].tolist() == [True, True, False]
+    # (90.5 - 90) / sqrt(1/5 + 1/5), (91.2 - 91) / sqrt(0.25/5 + 0.25/5), (95 - 92) / sqrt(0.01/5 + 0.01/5)
+    expected_t = [0.5 / np.sqrt(0.4), 0.2 / np.sqrt(0.1), 3.0 / np.sqrt(0.004)]
+    assert differences["welch_t"].tolist() == pytest.approx(expected_t)
+    lines = script.summary(differences).splitlines()
+    assert "inside A's seed range in 1 of 3 cells" in lines[1]
+    assert "outside by at most 2.90 points" in lines[1]
+    assert "seed ranges overlap in 2;" in lines[1]
+    assert "means apart at 5 % (Welch's t) in 1 (0.2 expected by chance)" in lines[1]
+    assert "mean difference of the means +1.23 points" in lines[1]
+
+
+def test_compare_gives_a_t_of_zero_to_cells_without_spread(tmp_path):
+    script = _spread_script()
+    same = pd.DataFrame(
+        {"signature": ["fv-64"], "R": [32], "tau": [0.99], "n_seeds": [5], "mean": [93.0], "sd": [0.0]}
+        | {"min": [93.0], "max": [93.0], "run_seed": [93.0]}
+    )
+    path = tmp_path / "same.csv"
+    same.to_csv(path, index=False)
+    differences = script.compare(path, path)
+    assert differences["welch_t"].tolist() == [0.0]
+    assert "in 1 of 1 cells" in script.summary(differences)
