@@ -365,13 +365,13 @@ def test_reduced_aps_score_x_u_like_the_dense_product(sparsity):
 def test_histories_say_their_run_or_are_refused_naming_the_file(tmp_path):
     """A history's (signature, R, tau) come from its columns, whatever its path; an old
     history without them, or without the column a table reads, is refused naming the
-    file and the rule to rerun instead of failing in pandas."""
+    file and the command that writes it anew instead of failing in pandas."""
     from ndir.errors import ResultFileError
     from ndir.stages.sparse import final_maps, read_history
 
     # A path that says another run: only the columns count.
-    good = tmp_path / "vlad-8" / "R4-tau0.5.csv"
-    good.parent.mkdir()
+    good = tmp_path / "results" / "sparse" / "vlad-8" / "R4-tau0.5.csv"
+    good.parent.mkdir(parents=True)
     run = {"signature": "fv-64", "encoding": "fv", "K": 64, "R": 32, "tau": 0.99}
     pd.DataFrame({**run, "iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(good, index=False)
     signature, R, tau, curve = read_history(good)
@@ -380,14 +380,15 @@ def test_histories_say_their_run_or_are_refused_naming_the_file(tmp_path):
     assert maps[["signature", "encoding", "K", "R", "tau", "initial", "final"]].values.tolist() == [
         ["fv-64", "fv", 64, 32, 0.99, 0.5, 0.75]
     ]
-    with pytest.raises(ResultFileError, match="R4-tau0.5.csv: no test_map_dot measured.*train_sparse_projector"):
+    with pytest.raises(ResultFileError, match=r"R4-tau0.5.csv: no test_map_dot measured .*; delete it and run "
+                       r"`snakemake results/sparse/vlad-8/R4-tau0.5.csv --cores all`"):  # fmt: skip
         final_maps([good], scoring="dot")
-    old = tmp_path / "fv-64" / "R32-tau0.99.csv"
+    old = tmp_path / "results" / "sparse" / "fv-64" / "R32-tau0.99.csv"
     old.parent.mkdir()
     pd.DataFrame({"iteration": [0, 10], "test_map_l2": [0.5, 0.75]}).to_csv(old, index=False)
     with pytest.raises(ResultFileError, match=r"R32-tau0.99.csv: a training history without its run's "
                        r"signature, encoding, K, R, tau.*"
-                       r"rerun its training \(rule train_sparse_projectors"):  # fmt: skip
+                       r"`snakemake results/sparse/fv-64/R32-tau0.99.csv --cores all`"):  # fmt: skip
         final_maps([old])
 
 

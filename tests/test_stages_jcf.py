@@ -430,15 +430,17 @@ def test_shards_reduced_by_different_pcas_are_refused(small_set, tmp_path):
     assert not (tmp_path / "features.npz").exists()
 
 
-def test_stored_pooling_similarities_of_another_split_are_refused_naming_the_rule(tmp_path):
+def test_stored_pooling_similarities_of_another_split_are_refused_naming_the_command(tmp_path):
     """readings and browse score second-order pooling from the similarities that
     evaluate_second_order wrote: a matrix of another number of test images (an older
-    run's) is refused, naming the file and the rule to rerun."""
+    run's) is refused, naming the file and the command that writes it anew."""
     from ndir.stages.readings import pooling_similarities_of
 
-    path = tmp_path / "second_order_pooling-K1.npy"
+    path = tmp_path / "results" / "jcf" / "second_order_pooling-K1.npy"
+    path.parent.mkdir(parents=True)
     np.save(path, np.eye(4))
     np.testing.assert_array_equal(pooling_similarities_of(path, np.arange(4)), np.eye(4))
     with pytest.raises(ResultFileError, match=r"second_order_pooling-K1.npy: similarities of \(4, 4\) test images, "
-                       r"not of the 5 of this run; rerun evaluate_second_order"):  # fmt: skip
+                       r"not of the 5 of this run; delete it and run "
+                       r"`snakemake results/jcf/second_order_pooling-K1.npy --cores all`"):  # fmt: skip
         pooling_similarities_of(path, np.arange(5))

@@ -270,6 +270,37 @@ def test_a_damaged_codebook_is_rebuilt_by_following_the_message(tiny_run, tmp_pa
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
+def test_an_outdated_history_is_retrained_by_following_the_message(tiny_run, tmp_path):
+    """A training history without the column Table II reads (an older run's): the run
+    fails naming it and the command that writes it anew. Followed to the letter, the
+    grid job that wrote it (one signature and tau, every R) trains again, and the usual
+    command then brings the tables up to date."""
+    workdir = tmp_path / "run"
+    shutil.copytree(tiny_run, workdir, symlinks=True)
+    history = workdir / "results/sparse/vlad-4/R8-tau0.9.csv"
+    pd.read_csv(history).drop(columns="test_map_l2").to_csv(history, index=False)
+    config = ["--configfile", str(REPO / "tests/configs/tiny.yaml")]
+    failed = run_snakemake(workdir, "--cores", "2", *config, check=False)
+    assert failed.returncode != 0
+    advice = re.search(
+        r"ndir: error: \S*results/sparse/vlad-4/R8-tau0.9.csv: no test_map_l2 measured \(an older or interrupted "
+        r"history\); delete it and run `(snakemake [^`]+)` in the workflow's folder",
+        failed.stderr,
+    )
+    assert advice, failed.stderr[-6000:]
+    command = shlex.split(advice[1])
+    assert command[:2] == ["snakemake", "results/sparse/vlad-4/R8-tau0.9.csv"]
+    history.unlink()
+    retrained = run_snakemake(workdir, *command[1:], *config, check=False)
+    assert retrained.returncode == 0, retrained.stderr[-6000:]
+    assert "rule train_sparse_projectors" in retrained.stdout + retrained.stderr
+    assert "test_map_l2" in pd.read_csv(history)
+    usual = run_snakemake(workdir, "--cores", "2", *config, check=False)
+    assert usual.returncode == 0, usual.stderr[-6000:]
+    table2 = pd.read_csv(workdir / "results/tables/table2.csv")
+    pd.testing.assert_frame_equal(table2, pd.read_csv(tiny_run / "results/tables/table2.csv"))
+
+
 def test_paper_literal_config_runs_on_the_tiny_config(tiny_run, tmp_path):
     """configs/paper_literal.yaml on top of the tiny config: the projectors are learned
     with the literal step, margin and no renormalisation, and Table II is written.

@@ -29,10 +29,6 @@ class ConfigError(NdirInputError):
     """A configuration value is invalid; the message names the key."""
 
 
-#: What an error about a projector or training history asks for: the rules that write them.
-RERUN_TRAINING = "rerun its training (rule train_sparse_projectors; train_sparse_projector for Fig. 3's other tau)"
-
-
 def rebuild_advice(path):
     """How to replace ``path``, a file the workflow wrote that is cut short or damaged:
     the command that rebuilds exactly that file, for every message that says so.

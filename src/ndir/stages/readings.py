@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from ndir import bovw
 from ndir import readings as findings
 from ndir.encoding import l2_normalise_rows
-from ndir.errors import ResultFileError
+from ndir.errors import ResultFileError, rebuild_advice
 from ndir.evaluation import holidays_map, map_from_scores
 from ndir.jcf import JCF
 from ndir.model_files import read_result
@@ -214,7 +214,7 @@ def pooling_similarities_of(path, groups):
     if similarities.shape != (len(groups), len(groups)):
         raise ResultFileError(
             f"{path}: similarities of {similarities.shape} test images, not of the {len(groups)} of this run; "
-            "rerun evaluate_second_order"
+            f"{rebuild_advice(path)}"
         )
     return similarities
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ndir.atomic import atomic_output, write_json
 from ndir.encoding import l2_normalise_rows
-from ndir.errors import RERUN_TRAINING, ResultFileError
+from ndir.errors import ResultFileError, rebuild_advice
 from ndir.evaluation import misses_near_duplicates, top_k
 from ndir.projection import load_projector
 from ndir.provenance import hardware_table
@@ -79,7 +79,9 @@ def retrievals_figure(images, signatures, projector, figure, signature, n_querie
 
     U, meta = load_projector(projector)
     if meta.get("signature", signature) != signature:
-        raise ResultFileError(f"{projector}: projector for {meta['signature']}, not {signature}; {RERUN_TRAINING}")
+        raise ResultFileError(
+            f"{projector}: projector for {meta['signature']}, not {signature}; {rebuild_advice(projector)}"
+        )
     R, tau = U.shape[1], meta["sparsity"]
     table = read_image_table(images)
     test = table[table["split"] == "test"].reset_index(drop=True)

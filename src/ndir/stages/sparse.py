@@ -11,7 +11,7 @@ from ndir import names, report
 from ndir.atomic import atomic_output, write_csv
 from ndir.baselines import mean_over_seeds
 from ndir.encoding import l2_normalise_rows
-from ndir.errors import RERUN_TRAINING, ResultFileError
+from ndir.errors import ResultFileError, rebuild_advice
 from ndir.evaluation import INTERVAL_MAX_QUERIES, bootstrap_interval, holidays_map
 from ndir.evaluation import ns_score as ns_score_of
 from ndir.model_files import read_result
@@ -264,7 +264,7 @@ def read_history(path):
     if missing:
         raise ResultFileError(
             f"{path}: a training history without its run's {', '.join(missing)} "
-            f"(written before histories recorded them); {RERUN_TRAINING}"
+            f"(written before histories recorded them); {rebuild_advice(path)}"
         )
     run = curve.iloc[0]
     return run["signature"], int(run["R"]), float(run["tau"]), curve
@@ -284,7 +284,9 @@ def final_maps(histories, split="test", scoring="l2", metric="map"):
         column = f"{split}_{metric}_{scoring}"
         maps = curve[column].dropna() if column in curve else []
         if len(maps) == 0:
-            raise ResultFileError(f"{path}: no {column} measured (an older or interrupted history); {RERUN_TRAINING}")
+            raise ResultFileError(
+                f"{path}: no {column} measured (an older or interrupted history); {rebuild_advice(path)}"
+            )
         rows.append(
             {
                 "signature": signature,
