@@ -51,6 +51,7 @@ rule browse:
         "logs/browse.log",
     benchmark:
         "benchmarks/rules/browse.tsv"
+    priority: PRIORITY["browse"]
     conda:
         ENV
     threads: 1

@@ -44,9 +44,11 @@ ENV = "../envs/ndir.yaml"
 # Which ready job runs first on a laptop's few cores (Snakemake starts the highest
 # priority first; 0 for the rules not named). A two-thread job waits until both
 # cores are free, so the three k-means go first, while little else could run; then
-# the chain to the signatures beside JCF's longest training (2.5 min on one core),
-# the bag of words and its similarity matrix after them, and the many short
-# trainings fill the cores at the end (docs/results.md, "Time and memory").
+# the chain to the signatures beside JCF's trainings (the longest 47 s on one core);
+# then the grid trainings (up to 26 s a job) beside the bag of words, so that the
+# shorter SOML and baseline jobs fill the cores at the end; the readings, the seeds
+# comparison and the browser (the report's chain, 14 + 6 + 14 s) before the figures
+# (docs/results.md, "Time and memory").
 PRIORITY = {
     "fit_vlad_codebook": 10,
     "fit_visual_vocabulary": 9,
@@ -60,6 +62,11 @@ PRIORITY = {
     "train_similarity_matrix": 2,
     "gather_bovw": 2,
     "encode_bovw_shard": 1,
+    "train_sparse_projectors": 1,
+    "train_sparse_projector": 1,
+    "readings": 1,
+    "seeds_comparison": 1,
+    "browse": 1,
 }
 TABLE_FORMATS = ["csv", "md", "tex"]
 FIGURE_FORMATS = ["png", "pdf"]

@@ -51,6 +51,7 @@ rule readings:
         "logs/readings.log",
     benchmark:
         "benchmarks/rules/readings.tsv"
+    priority: PRIORITY["readings"]
     conda:
         ENV
     threads: 1

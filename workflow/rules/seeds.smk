@@ -167,6 +167,7 @@ rule seeds_comparison:
         "logs/seeds_comparison.log",
     benchmark:
         "benchmarks/rules/seeds_comparison.tsv"
+    priority: PRIORITY["seeds_comparison"]
     conda:
         ENV
     threads: 1

@@ -18,6 +18,7 @@ rule train_sparse_projectors:
         "benchmarks/rules/train_sparse_projectors/{signature}/tau{tau}.tsv"
     wildcard_constraints:
         tau=grid_sparsity(),
+    priority: PRIORITY["train_sparse_projectors"]
     conda:
         ENV
     threads: 1
@@ -49,6 +50,7 @@ rule train_sparse_projector:
         f"logs/train_sparse_projector/{{signature}}/{names.PROJECTOR}.log",
     benchmark:
         f"benchmarks/rules/train_sparse_projector/{{signature}}/{names.PROJECTOR}.tsv"
+    priority: PRIORITY["train_sparse_projector"]
     conda:
         ENV
     threads: 1
