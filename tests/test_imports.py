@@ -7,9 +7,16 @@ import pytest
 
 import ndir.projection
 
-# The stage modules of the encoding jobs (encode_shard, gather_signatures, the codebooks)
-# and of the run's provenance: they need no learned estimator.
-WITHOUT_ESTIMATORS = ["ndir.stages.signatures", "ndir.stages.codebooks", "ndir.stages.report", "ndir.stages.data"]
+# The stage modules of the encoding jobs (encode_shard, gather_signatures, the codebooks),
+# of the run's provenance and of JCF's features and baselines: they need no learned
+# estimator (train_jcf imports its own).
+WITHOUT_ESTIMATORS = [
+    "ndir.stages.signatures",
+    "ndir.stages.codebooks",
+    "ndir.stages.report",
+    "ndir.stages.data",
+    "ndir.stages.jcf",
+]
 
 
 @pytest.mark.parametrize("module", WITHOUT_ESTIMATORS)
@@ -29,3 +36,13 @@ def test_the_projection_package_gives_each_name_of_its_modules():
     assert set(ndir.projection.__all__) <= set(dir(ndir.projection))
     with pytest.raises(AttributeError, match="no_such_name"):
         ndir.projection.no_such_name  # noqa: B018
+
+
+def test_the_jcf_package_gives_its_estimator_on_first_use():
+    import ndir.jcf
+    from ndir.jcf import _estimator
+
+    assert ndir.jcf.JCF is _estimator.JCF
+    assert "JCF" in ndir.jcf.__all__
+    with pytest.raises(AttributeError, match="no_such_name"):
+        ndir.jcf.no_such_name  # noqa: B018

@@ -61,17 +61,19 @@ without notice. They depend on each other in this order, none on a later one:
 - ``_factorised``: factorised pooling, forward and backward, by blocks of lifted rows;
 - ``_second_order``: the second-order baselines without learning (they reuse the lift);
 - ``_loss``: the hardest-negative triplet loss and its gradient;
+- ``_config``: the table from the workflow config's ``seeds.jcf`` keys to the
+  estimator's parameters (:data:`CONFIG_PARAMETERS`, :func:`jcf_params`);
 - ``_estimator``: :class:`JCF`, learning, model selection, encoding and its model file,
-  and the table from the workflow config's ``seeds.jcf`` keys to its parameters
-  (:data:`CONFIG_PARAMETERS`, :func:`jcf_params`);
+  loaded on first use of ``JCF`` (PEP 562): it imports scikit-learn, 0.7 s of the start
+  of the workflow jobs that extract features or score the baselines without it;
 - ``_cost``: multiply-adds per image of each pooling, for the cost tables.
 
 The split keeps each formula beside its test's subject (tests/test_jcf.py follows the
 same sections) and the 360-line estimator apart from the numerical kernels it calls.
 """
 
+from ndir.jcf._config import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, jcf_params
 from ndir.jcf._cost import pooling_madds
-from ndir.jcf._estimator import CONFIG_GRID, CONFIG_OTHERS, CONFIG_PARAMETERS, JCF, jcf_params
 from ndir.jcf._factorised import factorised_pooling
 from ndir.jcf._features import codebook_features, subsample_descriptors
 from ndir.jcf._loss import hardest_negative_triplet_loss
@@ -100,3 +102,12 @@ __all__ = [
     "subsample_descriptors",
     "triangle_layout",
 ]
+
+
+def __getattr__(name):
+    if name != "JCF":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ndir.jcf._estimator import JCF
+
+    globals()["JCF"] = JCF
+    return JCF

@@ -33,7 +33,6 @@ from ndir.errors import DatasetError, ResultFileError
 from ndir.jcf import (
     CONFIG_GRID,
     CONFIG_PARAMETERS,
-    JCF,
     jcf_params,
     pooling_madds,
     second_order_gram,
@@ -331,6 +330,8 @@ def train_jcf(
     training history (CSV, one row per epoch, 0 = the initialisation: loss, active
     triplets, hold-out mAP and Recall@1, seconds).
     """
+    from ndir.jcf import JCF  # scikit-learn: for this stage only, not the module's others
+
     use_codebook = int(n_clusters) > 1
     splits = load_features(images, features, codebook if use_codebook else None, int(n_clusters))
     X_train, H_train, groups_train, _ = splits["train"]
