@@ -64,10 +64,11 @@ def dense_keypoints(height, width):
     return keypoints
 
 
-def machine_reference():
-    """One line that places absolute timings on the machine that measured them: OpenCV
-    SIFT's ms per 512x384 photo (one thread, on dense_hog's grid: the reference code of
-    ``bench_descriptors.py``) and one-thread float32 GEMM GFLOP/s (2048^3), with the CPU.
+def machine_figures():
+    """What places absolute timings on the machine that measured them: OpenCV SIFT's ms
+    per 512x384 photo (one thread, on dense_hog's grid: the reference code of
+    ``bench_descriptors.py``) and one-thread float32 GEMM GFLOP/s (2048^3), with the CPU,
+    as ``{"sift_ms", "sgemm_gflops", "cpu"}``.
 
     Timings on shared machines drift by 2x from day to day: a figure compares with
     another only where their references agree (or scaled by them).
@@ -84,9 +85,16 @@ def machine_reference():
     a, b = (np.random.default_rng(seed).standard_normal((2048, 2048), dtype=np.float32) for seed in (0, 1))
     with threadpool_limits(1, user_api="blas"):
         gflops = 2 * 2048**3 / best_time(lambda: a @ b, 3) / 1e9
+    return {"sift_ms": round(sift_ms), "sgemm_gflops": round(gflops), "cpu": _cpu_model()}
+
+
+def machine_reference(figures=None):
+    """:func:`machine_figures` (measured now unless given) as one line to print beside a
+    timing."""
+    figures = figures or machine_figures()
     return (
-        f"machine reference: OpenCV SIFT {sift_ms:.0f} ms per 512x384 image, "
-        f"1-thread SGEMM {gflops:.0f} GFLOP/s ({_cpu_model()})"
+        f"machine reference: OpenCV SIFT {figures['sift_ms']} ms per 512x384 image, "
+        f"1-thread SGEMM {figures['sgemm_gflops']} GFLOP/s ({figures['cpu']})"
     )
 
 

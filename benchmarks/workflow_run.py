@@ -7,7 +7,9 @@ Usage (from the repository root)::
 Runs ``snakemake`` in a fresh working directory under GNU time, then reads every
 ``benchmarks/rules/**.tsv`` that Snakemake's ``benchmark:`` directive wrote and prints,
 per rule: jobs, summed and largest wall time (s) and largest peak RSS (MiB). Writes
-the same table to ``<workdir>/results/benchmarks/summary.{csv,md}``.
+the same table to ``<workdir>/results/benchmarks/summary.{csv,md}``, and the run's
+totals with the machine reference to ``<workdir>/results/benchmarks/run.json`` (what
+``tools/reference_run.py`` quotes of the documented run).
 
 With ``--peers`` (or ``--peers-quick``), ``benchmarks/peers.py`` then times ndir's stages
 against the tools a user would pick instead on the same machine, and its table of
@@ -19,6 +21,7 @@ peak is at most the master's RSS plus the N largest job peaks, which is printed.
 """
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -26,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from timing import machine_reference
+from timing import machine_figures, machine_reference
 
 from ndir.provenance import job_benchmarks, summarise_benchmarks
 
@@ -88,11 +91,22 @@ def main():
         run_peers(out, args.cores, quick=args.peers_quick)
 
     largest = jobs["max_rss"].nlargest(args.cores).sum()
-    print(f"{machine_reference()}; {os.cpu_count()} cores, --cores {args.cores}")
+    totals = {
+        "wall_s": round(wall, 1),
+        "job_s": round(float(jobs["s"].sum()), 1),
+        "jobs": len(jobs),
+        "cores": args.cores,
+        "largest_job_rss_mib": round(float(jobs["max_rss"].max())),
+        "snakemake_rss_mib": round(master_rss),
+        "bound_rss_mib": round(master_rss + largest),
+        "machine": machine_figures(),
+    }
+    (out / "run.json").write_text(json.dumps(totals, indent=2) + "\n")
+    print(f"{machine_reference(totals['machine'])}; {os.cpu_count()} cores, --cores {args.cores}")
     print(f"wall time: {wall:.1f} s ({wall / 60:.1f} min); job time summed: {jobs['s'].sum():.1f} s")
     print(
         f"peak RSS: largest job {jobs['max_rss'].max():.0f} MiB, snakemake {master_rss:.0f} MiB, "
-        f"bound for {args.cores} concurrent jobs {master_rss + largest:.0f} MiB"
+        f"bound for {args.cores} concurrent jobs {totals['bound_rss_mib']} MiB"
     )
     print(summary.to_markdown(index=False))
 
