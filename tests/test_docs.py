@@ -114,6 +114,14 @@ def test_results_page_quotes_the_stored_reference_run():
         assert f"| {verdict} " in block
 
 
+def test_the_readme_quotes_the_reference_runs_time_and_largest_job():
+    """The README's wall time, commit and largest job are the documented run's
+    (docs/reference_run/run.json and run_info.json), as tools/reference_run.py reads them."""
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    for figure in tool("reference_run").readme_figures():
+        assert figure in readme, f"README.md does not say {figure!r} of docs/reference_run"
+
+
 def test_the_readme_copies_no_table_of_results():
     """The README links docs/results.md for the figures; it holds no copy of them."""
     readme = README.read_text(encoding="utf-8")

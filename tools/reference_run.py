@@ -1,8 +1,10 @@
-"""Write the block of the documented default run from docs/reference_run/ into
+"""Write the blocks of the documented default run from docs/reference_run/ into
 docs/results.md: Tables I and II and the readings of the paper's findings
-(``ndir.readings``). The README quotes no figures; it links that page.
+(``ndir.readings``); its wall time, memory and time per rule (``run.json``, which
+``benchmarks/workflow_run.py`` writes, and ``run_info.json``). The README quotes the
+wall time and the largest job only: :func:`readme_figures`.
 
-    python tools/reference_run.py          # rewrite the block
+    python tools/reference_run.py          # rewrite the blocks
     python tools/reference_run.py --check  # exit 1 if the page disagrees
 
 tests/test_docs.py runs the check: the page's figures are the stored run's, never typed.
@@ -10,7 +12,9 @@ tests/test_docs.py runs the check: the page's figures are the stored run's, neve
 
 import argparse
 import json
+import math
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +27,10 @@ PAGES = (ROOT / "docs" / "results.md",)
 RUN = ROOT / "docs" / "reference_run"
 BEGIN = "<!-- reference run: written by tools/reference_run.py from docs/reference_run; do not edit -->"
 END = "<!-- end of the reference run -->"
+TIME_BEGIN = "<!-- reference run's time: written by tools/reference_run.py from docs/reference_run; do not edit -->"
+TIME_END = "<!-- end of the reference run's time -->"
+#: Rules below this share of the job time are counted together in the time table.
+SMALL_SHARE = 1.0
 
 
 def block(run=RUN):
@@ -44,11 +52,86 @@ def block(run=RUN):
     )
 
 
+def wall_time(seconds):
+    """``8 min 11 s``."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s"
+
+
+def readme_figures(run=RUN):
+    """What the README quotes of the documented run: its wall time on its cores, its
+    commit, and its largest job's peak RSS."""
+    totals = json.loads((run / "run.json").read_text())
+    commit = json.loads((run / "run_info.json").read_text())["git_commit"][:7]
+    return (
+        f"{wall_time(totals['wall_s'])} on {totals['cores']} quiet cores",
+        f"at {commit}",
+        f"({totals['largest_job_rss_mib']} MiB;",
+    )
+
+
+def time_block(run=RUN):
+    """The Markdown of the run's time and memory: totals, then the time per rule."""
+    totals = json.loads((run / "run.json").read_text())
+    info = json.loads((run / "run_info.json").read_text())
+    machine = totals["machine"]
+    rules = pd.DataFrame(info["rules"])
+    largest = rules.loc[rules["max_rss_mib"].idxmax()]
+    under = "**under 1 GiB**" if largest["max_rss_mib"] < 1024 else "**over 1 GiB**"
+    small = rules[rules["share_%"] < SMALL_SHARE]
+    table = rules[rules["share_%"] >= SMALL_SHARE][["rule", "jobs", "total_s", "max_s", "max_rss_mib"]]
+    table = pd.concat(
+        [
+            table,
+            pd.DataFrame(
+                [
+                    {
+                        "rule": f"{len(small)} small rules (below)",
+                        "jobs": small["jobs"].sum(),
+                        "total_s": small["total_s"].sum(),
+                        "max_s": small["max_s"].max(),
+                        "max_rss_mib": small["max_rss_mib"].max(),
+                    }
+                ]
+            ),
+        ]
+    )
+    table["max_rss_mib"] = table["max_rss_mib"].round().astype(int)
+    table.columns = ["rule", "jobs", "total s", "largest job s", "peak RSS MiB"]
+    bound_gib = math.ceil(totals["bound_rss_mib"] / 1024 * 10) / 10
+    return "\n\n".join(
+        [
+            _wrapped(
+                f"`snakemake --cores {totals['cores']}` from a fresh clone of {info['git_commit'][:7]} in the pinned "
+                f"environment (`python benchmarks/workflow_run.py --workdir DIR --cores {totals['cores']}`), on "
+                f"{totals['cores']} otherwise idle cores of an {machine['cpu']} (machine reference: OpenCV SIFT "
+                f"{machine['sift_ms']:,} ms per 512×384 image, 1-thread SGEMM {machine['sgemm_gflops']} GFLOP/s): "
+                f"**{wall_time(totals['wall_s'])}** of wall time, {totals['jobs']} jobs, {totals['job_s']:,.0f} s of "
+                f"job time. Its largest job (rule {largest['rule']}) peaked at {totals['largest_job_rss_mib']} MiB: "
+                f"{under}; with Snakemake's own {totals['snakemake_rss_mib']} MiB, {totals['cores']} jobs at once "
+                f"stay under {bound_gib:.1f} GiB. Time per rule, summed over its jobs (from "
+                "`benchmarks/rules/`; also `rules` of its [run_info.json](reference_run/run_info.json)):"
+            ),
+            table.to_markdown(index=False, floatfmt=".1f", intfmt=","),
+            _wrapped(
+                f"The small rules, each under {SMALL_SHARE:g} % of the job time: {', '.join(sorted(small['rule']))}."
+            ),
+        ]
+    )
+
+
+def _wrapped(paragraph):
+    """A paragraph cut into lines of the page's width, never inside a word."""
+    return textwrap.fill(paragraph, width=92, break_long_words=False, break_on_hyphens=False)
+
+
 def replaced(text, run=RUN):
-    """``text`` (a page of :data:`PAGES`) with its block rewritten."""
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n\n{block(run)}\n\n{END}{tail}"
+    """``text`` (a page of :data:`PAGES`) with its blocks rewritten."""
+    for begin, end, content in ((BEGIN, END, block), (TIME_BEGIN, TIME_END, time_block)):
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{begin}\n\n{content(run)}\n\n{end}{tail}"
+    return text
 
 
 def main(argv=None):
