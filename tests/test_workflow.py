@@ -235,6 +235,20 @@ def test_table2_is_the_last_iterate_scored_like_table1_and_learning_shows(tiny_r
     assert (gain >= 0).all() and gain.max() > 5
 
 
+def advised_command(stderr, message, name):
+    """The command an ``ndir: error:`` line of ``stderr`` advises after ``message`` (a
+    regex): ``snakemake <the file's path under results/> ...``, split as a shell would."""
+    advice = re.search(
+        rf"ndir: error: {message}[:;] delete it and run `(snakemake [^`]+)` in the workflow's folder, "
+        r"with the --configfile/--config options of your run,",
+        stderr,
+    )
+    assert advice, stderr[-6000:]
+    command = shlex.split(advice[1])
+    assert command[0] == "snakemake" and command[1].startswith("results/") and command[1].endswith(name)
+    return command
+
+
 def test_a_damaged_codebook_is_rebuilt_by_following_the_message(tiny_run, tmp_path):
     """A codebook cut short: the run fails naming it and the command that rebuilds it.
     Followed to the letter (the file deleted, that command run with the run's config),
@@ -249,14 +263,7 @@ def test_a_damaged_codebook_is_rebuilt_by_following_the_message(tiny_run, tmp_pa
     failed = run_snakemake(workdir, "--cores", "2", "--profile", str(REPO / "profiles/default"), *config, check=False)
     assert failed.returncode != 0
     assert "Traceback" not in failed.stderr  # it is in the log the error line names
-    advice = re.search(
-        r"ndir: error: results/codebooks/fv-4.npz: .* cut short or damaged: delete it and run `(snakemake [^`]+)` "
-        r"in the workflow's folder, with the --configfile/--config options of your run,",
-        failed.stderr,
-    )
-    assert advice, failed.stderr[-6000:]
-    command = shlex.split(advice[1])
-    assert command[:2] == ["snakemake", "results/codebooks/fv-4.npz"]
+    command = advised_command(failed.stderr, r"results/codebooks/fv-4.npz: .* cut short or damaged", "fv-4.npz")
     codebook.unlink()
     plain = run_snakemake(workdir, "-n", *config)
     assert "Nothing to be done" in plain.stdout + plain.stderr  # why the message names the file
@@ -282,14 +289,8 @@ def test_an_outdated_history_is_retrained_by_following_the_message(tiny_run, tmp
     config = ["--configfile", str(REPO / "tests/configs/tiny.yaml")]
     failed = run_snakemake(workdir, "--cores", "2", *config, check=False)
     assert failed.returncode != 0
-    advice = re.search(
-        r"ndir: error: \S*results/sparse/vlad-4/R8-tau0.9.csv: no test_map_l2 measured \(an older or interrupted "
-        r"history\); delete it and run `(snakemake [^`]+)` in the workflow's folder",
-        failed.stderr,
-    )
-    assert advice, failed.stderr[-6000:]
-    command = shlex.split(advice[1])
-    assert command[:2] == ["snakemake", "results/sparse/vlad-4/R8-tau0.9.csv"]
+    message = r"\S*results/sparse/vlad-4/R8-tau0.9.csv: no test_map_l2 measured \(an older or interrupted history\)"
+    command = advised_command(failed.stderr, message, "R8-tau0.9.csv")
     history.unlink()
     retrained = run_snakemake(workdir, *command[1:], *config, check=False)
     assert retrained.returncode == 0, retrained.stderr[-6000:]
