@@ -33,29 +33,11 @@ import pandas as pd
 from table2_spread import limit_blas, run_config
 
 from ndir import names
+from ndir.descriptors import descriptor_params
 from ndir.stages import seeds as stages
 
 #: The columns of a spread table after the row's (method, input), mAP in %.
 STATISTICS = ("n_seeds", "mean", "sd", "min", "max", "run_seed")
-
-
-def descriptor_params(config):
-    """The ``descriptors`` parameter of rule encode_bovw_shard (``descriptor_params`` in
-    ``workflow/rules/common.smk``)."""
-    return {
-        "max_width": config["preprocess"]["max_width"],
-        "step": config["descriptors"]["step"],
-        "cell_sizes": config["descriptors"]["cell_sizes"],
-    }
-
-
-def soml_options(config, variant):
-    """The ``options`` of rule train_soml for ``variant`` (``soml_options`` in
-    ``workflow/rules/common.smk``)."""
-    soml = config["seeds"]["soml"]
-    if variant == "da-algorithm2":
-        return dict(soml["da"], update="algorithm2")
-    return dict(soml[variant])
 
 
 def soml_runs(config):
@@ -124,7 +106,7 @@ def recompute(run, config, seed, jobs, work):
                     record,
                     name,
                     variant,
-                    soml_options(config, variant),
+                    stages.soml_options(soml, variant),
                     soml["negatives_per_pair"],
                     soml["epochs"],
                     seed,

@@ -290,6 +290,16 @@ def image_descriptors(path, max_width=MAX_WIDTH, step=STEP, cell_sizes=CELL_SIZE
     return dense_hog(image, step=step, cell_sizes=cell_sizes)
 
 
+def descriptor_params(config):
+    """The parameters of :func:`image_descriptors_with` that a workflow config sets
+    (``preprocess.max_width``, ``descriptors.step``, ``descriptors.cell_sizes``)."""
+    return {
+        "max_width": config["preprocess"]["max_width"],
+        "step": config["descriptors"]["step"],
+        "cell_sizes": config["descriptors"]["cell_sizes"],
+    }
+
+
 def image_descriptors_with(path, params):
     """:func:`image_descriptors` with a mapping of its parameters (``max_width``, ``step``,
     ``cell_sizes``), as the config's ``descriptors`` and a codebook file store them."""

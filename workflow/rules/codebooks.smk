@@ -17,7 +17,7 @@ rule sample_descriptors:
     params:
         per_image=config["codebooks"]["descriptors_per_image"],
         seed=config["seed"],
-        descriptors=descriptor_params(),
+        descriptors=descriptor_params(config),
     script:
         "../scripts/sample_descriptors.py"
 

@@ -11,7 +11,9 @@ from ndir.config import (
     require_every_key,
     signature_dim,
 )
+from ndir.descriptors import descriptor_params
 from ndir.sizes import precheck_dataset, size_limits
+from ndir.stages.seeds import soml_options
 
 with open(Path(workflow.current_basedir) / "../schemas/config.schema.yaml") as schema:
     CONFIG_SCHEMA = require_every_key(yaml.safe_load(schema))
@@ -154,14 +156,6 @@ def keep_together():
     if config["dataset"]["kind"] == "embedded":
         return {"table": "results/data/embedded/views.csv", "column": "photo"}
     return config["dataset"]["keep_together"]
-
-
-def descriptor_params():
-    return {
-        "max_width": config["preprocess"]["max_width"],
-        "step": config["descriptors"]["step"],
-        "cell_sizes": config["descriptors"]["cell_sizes"],
-    }
 
 
 def codebook_size(wildcards):
@@ -359,12 +353,9 @@ def soml_input_file(wildcards):
     return f"results/signatures/{wildcards.soml_input}.npy"
 
 
-def soml_options(wildcards):
-    """Hyper-parameters of the SOML variant of this job, from config (the literal
-    Algorithm 2 variant shares SOML-DA's)."""
-    if wildcards.variant == "da-algorithm2":
-        return dict(config["seeds"]["soml"]["da"], update="algorithm2")
-    return dict(config["seeds"]["soml"][wildcards.variant])
+def soml_job_options(wildcards):
+    """Hyper-parameters of the SOML variant of this job, from config."""
+    return soml_options(config["seeds"]["soml"], wildcards.variant)
 
 
 def seeds_records():

@@ -66,7 +66,7 @@ rule index_dataset:
         train_fraction=config["dataset"]["train_fraction"],
         keep_together=keep_together(),
         seed=config["seed"],
-        descriptors=descriptor_params(),
+        descriptors=descriptor_params(config),
         download_record=download_record(),
         limits=size_limits(config),
     script:

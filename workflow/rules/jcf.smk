@@ -23,7 +23,7 @@ rule extract_jcf_features:
         n_shards=config["signatures"]["shards"],
         per_image=config["seeds"]["jcf"]["descriptors_per_image"],
         seed=config["seed"],
-        descriptors=descriptor_params(),
+        descriptors=descriptor_params(config),
     script:
         "../scripts/extract_jcf_features.py"
 

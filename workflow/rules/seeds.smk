@@ -43,7 +43,7 @@ rule encode_bovw_shard:
     params:
         shard=shard_index,
         n_shards=config["signatures"]["shards"],
-        descriptors=descriptor_params(),
+        descriptors=descriptor_params(config),
     script:
         "../scripts/encode_bovw_shard.py"
 
@@ -111,7 +111,7 @@ rule train_soml:
     params:
         signature="{soml_input}",
         variant="{variant}",
-        options=soml_options,
+        options=soml_job_options,
         negatives_per_pair=config["seeds"]["soml"]["negatives_per_pair"],
         epochs=config["seeds"]["soml"]["epochs"],
         seed=config["seed"],

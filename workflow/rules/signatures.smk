@@ -19,7 +19,7 @@ rule encode_shard:
         shard=shard_index,
         n_shards=config["signatures"]["shards"],
         alpha=config["signatures"]["power_alpha"],
-        descriptors=descriptor_params(),
+        descriptors=descriptor_params(config),
     script:
         "../scripts/encode_shard.py"
 

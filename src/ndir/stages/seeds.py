@@ -141,12 +141,20 @@ def evaluate_tfidf(images, counts, record, ns_score):
 
 #: The SOML variants the workflow runs: estimator and the method's name in the
 #: comparison ("da-algorithm2" is SOML-DA's literal Algorithm 2 update, an option of
-#: the same estimator; workflow/rules/common.smk's soml_options passes it).
+#: the same estimator; :func:`soml_options` passes it).
 SOML_VARIANTS = {
     "tg": (SOMLTruncatedGradient, "SOML-TG"),
     "da": (SOMLDualAveraging, "SOML-DA"),
     "da-algorithm2": (SOMLDualAveraging, "SOML-DA (Alg. 2)"),
 }
+
+
+def soml_options(section, variant):
+    """The estimator options of SOML ``variant`` from the config's ``seeds.soml``
+    ``section``: the literal Algorithm 2 variant shares SOML-DA's."""
+    if variant == "da-algorithm2":
+        return dict(section["da"], update="algorithm2")
+    return dict(section[variant])
 
 
 def train_soml(
