@@ -30,14 +30,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
-from table2_spread import limit_blas, run_config
+from table2_spread import limit_blas, run_config, spread
 
 from ndir import names
 from ndir.descriptors import descriptor_params
 from ndir.stages import seeds as stages
-
-#: The columns of a spread table after the row's (method, input), mAP in %.
-STATISTICS = ("n_seeds", "mean", "sd", "min", "max", "run_seed")
 
 
 def soml_runs(config):
@@ -133,14 +130,6 @@ def measure(run, seeds, jobs):
     return pd.DataFrame(rows, columns=["method", "input", "seed", "test_map"])
 
 
-def spread(maps, run_seed):
-    """Per row (method, input): :data:`STATISTICS` of ``maps`` (from :func:`measure`)."""
-    rows = maps.groupby(["method", "input"], sort=False)["test_map"]
-    table = rows.agg(n_seeds="size", mean="mean", sd="std", min="min", max="max")
-    table["run_seed"] = maps[maps["seed"] == run_seed].set_index(["method", "input"])["test_map"]
-    return table.reset_index()
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="the working directory of a finished run")
@@ -152,7 +141,7 @@ def main():
     run_seed = run_config(run)["seed"]
     # The image table's paths are relative to the run's working directory.
     os.chdir(run)
-    table = spread(measure(run, range(run_seed, run_seed + args.seeds), args.jobs), run_seed)
+    table = spread(measure(run, range(run_seed, run_seed + args.seeds), args.jobs), run_seed, ("method", "input"))
     print(f"\nTest mAP % over seeds {run_seed}-{run_seed + args.seeds - 1}:\n")
     print(table.to_markdown(index=False, floatfmt=".2f"))
     if args.out:

@@ -110,11 +110,13 @@ def measure(run, seeds, jobs):
     return cells.assign(test_map=maps)
 
 
-def spread(maps, run_seed):
-    """Per cell (signature, R, tau): :data:`STATISTICS` of ``maps`` (from :func:`measure`)."""
-    cells = maps.groupby(["signature", "R", "tau"], sort=False)["test_map"]
+def spread(maps, run_seed, keys=("signature", "R", "tau")):
+    """Per cell (``keys``; Table II's signature, R and tau): :data:`STATISTICS` of
+    ``maps``, a long table of ``keys``, ``seed`` and ``test_map`` (from :func:`measure`)."""
+    keys = list(keys)
+    cells = maps.groupby(keys, sort=False)["test_map"]
     table = cells.agg(n_seeds="size", mean="mean", sd="std", min="min", max="max")
-    table["run_seed"] = maps[maps["seed"] == run_seed].set_index(["signature", "R", "tau"])["test_map"]
+    table["run_seed"] = maps[maps["seed"] == run_seed].set_index(keys)["test_map"]
     return table.reset_index()
 
 
