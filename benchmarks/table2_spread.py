@@ -152,10 +152,16 @@ def compare(first, second):
 
 def summary(differences):
     """Two lines on a :func:`compare` table: how the cells moved, and the guard's counts
-    (the second's run seed inside the first's seed range; the ranges overlapping; the
+    (the second's run seed inside the first's seed range, and as many expected if the
+    cells that moved drew again from unchanged distributions; the ranges overlapping; the
     means apart at the 5 % level, two-sided, with as many cells expected by chance)."""
     moved = differences["run_seed_diff"].abs()
     inside = differences["outside_a_by"] == 0
+    # A cell whose value only drew again from the same distribution lands inside n
+    # earlier draws' range with probability (n - 1) / (n + 1); one that did not move is
+    # inside.
+    n = differences["n_seeds"]
+    expected_inside = np.where(moved > 0, (n - 1) / (n + 1), 1.0).sum()
     # Student's t at 2.5 % for the smaller seed count of each cell: the usual Welch
     # degrees of freedom are at least n - 1, so this tests at 5 % or below.
     critical = scipy.stats.t.ppf(0.975, differences["n_seeds"] - 1)
@@ -165,8 +171,9 @@ def summary(differences):
         f"{moved.mean():.2f}, max {moved.max():.2f} points; mean |difference of the means| "
         f"{differences['mean_diff'].abs().mean():.2f}; mean seed s.d. {differences['seed_sd'].mean():.2f}, "
         f"mean seed range {differences['seed_range'].mean():.2f} points\n"
-        f"B's run seed inside A's seed range in {inside.sum()} of {len(moved)} cells (at 2 decimals; the others "
-        f"outside by at most {differences['outside_a_by'].max():.2f} points); seed ranges overlap in "
+        f"B's run seed inside A's seed range in {inside.sum()} of {len(moved)} cells ({expected_inside:.1f} "
+        f"expected if the cells that moved only drew again; at 2 decimals; the others outside by at most "
+        f"{differences['outside_a_by'].max():.2f} points); seed ranges overlap in "
         f"{differences['ranges_overlap'].sum()}; means apart at 5 % (Welch's t) in {apart.sum()} "
         f"({0.05 * len(moved):.1f} expected by chance), mean difference of the means "
         f"{differences['mean_diff'].mean():+.2f} points"
