@@ -153,7 +153,7 @@ class VisualVocabulary:
         return cls(arrays["centroids"], int(arrays["seed"]), int(arrays["n_iter"]), int(arrays["nprobe"]))
 
 
-def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=10, nprobe=8, kmeans_threads=2):
+def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=5, nprobe=4, kmeans_threads=2):
     """k-means vocabulary on a descriptor sample (n, 128) float32 (faiss).
 
     ``kmeans_threads``: threads of the k-means, which set its last bits
