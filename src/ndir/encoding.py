@@ -248,22 +248,24 @@ def _augment(block):
     return augmented
 
 
-def _unnormalised_posteriors(augmented, coefficients):
-    """exp(log joint - row max) (n, K) float32, its row sums (n,) and the row maxima (n,).
+def _unnormalised_posteriors(joint, axis):
+    """exp(log joint - its maximum) in place, over the components along ``axis`` of
+    ``joint``; returns it, its sums (n,) and the maxima (n,) over that axis.
 
-    Subtracting the row maximum before exponentiating (log-sum-exp) keeps the
-    largest term at 1, so nothing overflows and each row sum is >= 1; the
-    log-likelihood of row t is ``row_max[t] + log(row_sum[t])``. Terms below
-    ``exp(LOG_POSTERIOR_FLOOR)`` of their row's largest are set to 0 (see there).
+    joint : the log joint of n descriptors and K components, (n, K) with ``axis=1`` or
+    (K, n) with ``axis=0``. Subtracting each descriptor's maximum before
+    exponentiating (log-sum-exp) keeps its largest term at 1, so nothing overflows and
+    each sum is >= 1; the log-likelihood of descriptor t is ``row_max[t] +
+    log(row_sum[t])``. Terms below ``exp(LOG_POSTERIOR_FLOOR)`` of their descriptor's
+    largest are set to 0 (see there).
     """
-    joint = augmented @ coefficients
-    row_max = joint.max(axis=1)
-    joint -= row_max[:, None]
+    row_max = joint.max(axis=axis)
+    joint -= np.expand_dims(row_max, axis)
     kept = joint >= LOG_POSTERIOR_FLOOR
     np.maximum(joint, LOG_POSTERIOR_FLOOR, out=joint)
     np.exp(joint, out=joint)
     joint *= kept
-    return joint, joint.sum(axis=1), row_max
+    return joint, joint.sum(axis=axis), row_max
 
 
 def gmm_posteriors(descriptors, weights, means, variances):
@@ -286,7 +288,7 @@ def gmm_posteriors(descriptors, weights, means, variances):
     """
     coefficients = _log_joint_coefficients(weights, means, variances)
     augmented = _augment(np.asarray(descriptors, dtype=np.float32))
-    posteriors, row_sum, _ = _unnormalised_posteriors(augmented, coefficients)
+    posteriors, row_sum, _ = _unnormalised_posteriors(augmented @ coefficients, axis=1)
     posteriors /= row_sum[:, None]
     return posteriors
 
@@ -319,12 +321,20 @@ def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE
     for start in range(0, len(descriptors), chunk_size):
         block = np.asarray(descriptors[start : start + chunk_size], dtype=np.float32)
         augmented = _augment(block)
-        unnormalised, row_sum, row_max = _unnormalised_posteriors(augmented, coefficients)
+        # Components by row, (K, n): the maxima and sums over the components are then
+        # element-wise operations between rows, faster than reductions along the rows
+        # of (n, K), and the posteriors are the second GEMM's left factor as they are
+        # (a block of the default run's FV: 2.8 against 2.3 ms at K = 64, 7.5 against
+        # 7.0 at K = 256; one thread).
+        unnormalised, row_sum, row_max = _unnormalised_posteriors(coefficients.T @ augmented.T, axis=0)
         log_likelihood += float(np.sum(row_max, dtype=np.float64) + np.sum(np.log(row_sum), dtype=np.float64))
-        # gamma = unnormalised / row_sum: dividing the rows of the (n, 2D+1) factor
-        # instead of the (n, K) posteriors is cheaper when K > 2D + 1.
-        augmented /= row_sum[:, None]
-        totals += unnormalised.T @ augmented
+        # gamma = unnormalised / row_sum: normalise whichever factor of the second
+        # GEMM is smaller, the (K, n) posteriors or the (n, 2D+1) descriptors.
+        if n_components > 2 * dim + 1:
+            augmented /= row_sum[:, None]
+        else:
+            unnormalised /= row_sum
+        totals += unnormalised @ augmented
     return totals[:, 2 * dim], totals[:, dim : 2 * dim], totals[:, :dim], log_likelihood
 
 
