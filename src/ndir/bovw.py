@@ -48,8 +48,13 @@ smaller. The default run samples 6.4 per word (128,800 for 20,000 words)."""
 
 
 def inverted_file_lists(n_words):
-    """Number of inverted lists for a vocabulary of ``n_words``: about 4 sqrt(n)."""
-    return max(1, min(n_words, int(round(4 * math.sqrt(n_words)))))
+    """Number of inverted lists for a vocabulary of ``n_words``: about sqrt(n).
+
+    Each descriptor is compared with every list's centre, then with the words of the
+    lists it visits: with 20,000 words, 141 lists of about 140 words at ``nprobe`` 3
+    give 79 % of the default run's descriptors their exact nearest word in 87 ms an
+    image, 4 sqrt(n) = 566 lists at ``nprobe`` 4 gave 76 % in 124 ms (one thread)."""
+    return max(1, min(n_words, int(round(math.sqrt(n_words)))))
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,7 +158,7 @@ class VisualVocabulary:
         return cls(arrays["centroids"], int(arrays["seed"]), int(arrays["n_iter"]), int(arrays["nprobe"]))
 
 
-def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=5, nprobe=4, kmeans_threads=2):
+def fit_visual_vocabulary(sample, n_words, seed=0, n_iter=5, nprobe=3, kmeans_threads=2):
     """k-means vocabulary on a descriptor sample (n, 128) float32 (faiss).
 
     ``kmeans_threads``: threads of the k-means, which set its last bits
