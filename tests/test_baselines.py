@@ -2,12 +2,13 @@ import faiss
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.random_projection import SparseRandomProjection
+from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
 
 from ndir import comparison, report
 from ndir.baselines import (
     Baseline,
     ProductQuantizer,
+    _reduce,
     baseline_grid,
     baseline_record,
     evaluate_baselines,
@@ -15,7 +16,7 @@ from ndir.baselines import (
     pq_settings,
 )
 from ndir.encoding import l2_normalise_rows
-from ndir.projection import PCAProjection
+from ndir.projection import PCAProjection, SparseRankProjector, fit_pca
 
 QUALITY = {"test_map": 0.5, "recall_at_1": 1.0, "recall_at_2": 1.0, "recall_at_4": 1.0, "recall_at_8": 1.0}
 
@@ -102,6 +103,71 @@ def test_pq_refuses_codes_that_do_not_split_the_reduction(splits):
         ProductQuantizer(8.0, 8).fit(splits["train"][0])
     with pytest.raises(ValueError, match="lower nbits"):
         ProductQuantizer(16, 8, nbits=8).fit(splits["train"][0][:100])
+
+
+def test_pq_refuses_a_pca_it_cannot_quantise(splits):
+    X_train = splits["train"][0]
+    fitted = fit_pca(X_train, [8, 16])
+    with pytest.raises(ValueError, match="pca is a PCA-8 .* expected PCA-16"):
+        ProductQuantizer(16, 8).fit(X_train, pca=fitted[8])
+    with pytest.raises(ValueError, match="whiten=True"):
+        ProductQuantizer(16, 8).fit(X_train, pca=PCAProjection(16, whiten=True).fit(X_train))
+    with pytest.raises(ValueError, match="of 400 features; expected .* of the 300 of X"):
+        ProductQuantizer(16, 8).fit(X_train[:, :300], pca=fitted[16])
+
+
+def _fitted_alone(baseline, X, groups, nbits):
+    """``baseline`` fitted as if alone in its grid: its own PCA, and thresholded PCA's
+    own copy of X^T (what :func:`evaluate_baselines` computes once for the grid)."""
+    R = baseline.R
+    if baseline.family == "whitened PCA":
+        return PCAProjection(R, whiten=True).fit(X)
+    if baseline.family.startswith("thresholded PCA"):
+        start = PCAProjection(R).fit(X).components_
+        return SparseRankProjector(R, sparsity=baseline.tau, max_iter=0, init=start).fit(X, groups)
+    if baseline.family == "Gaussian RP":
+        return GaussianRandomProjection(R, random_state=int(baseline.seed)).fit(X)
+    if baseline.family.startswith("random sparse"):
+        return SparseRandomProjection(
+            R, density=1 - baseline.tau, dense_output=True, random_state=int(baseline.seed)
+        ).fit(X)
+    return ProductQuantizer(R, int(baseline.code_bytes), nbits=nbits, random_state=int(baseline.seed)).fit(X)
+
+
+def test_shared_fits_give_the_records_of_models_fitted_alone(splits):
+    """evaluate_baselines shares one PCA of several R between whitened PCA, thresholded
+    PCA and PQ, thresholded PCA's X^T and the random projections' test X^T: every
+    record (but its time) the same, bit for bit, as each model fitted and applied
+    alone, scikit-learn's transform included."""
+    grid = baseline_grid([8, 16], [0.9, 0.0], [0, 1], [4], 4, 2, 100)
+    assert len({b.R for b in grid if b.family == "PQ"}) == 2
+    shared = evaluate_baselines(splits, "fv-x", grid, nbits=4).drop(columns="train_s")
+    (X_train, groups_train, _), (X_test, groups, is_query) = splits["train"], splits["test"]
+    alone = []
+    for baseline in grid:
+        model = _fitted_alone(baseline, X_train, groups_train, 4)
+        if isinstance(model, ProductQuantizer):
+            quality = comparison.record_quality(model.score_pairs(X_test, X_test), groups, is_query, "precomputed")
+        else:
+            Y = l2_normalise_rows(np.asarray(model.transform(X_test), dtype=np.float32))
+            quality = comparison.record_quality(Y, groups, is_query)
+        alone.append(baseline_record(baseline, model, "fv-x", X_test.shape[1], len(X_test), quality, 0.0))
+    pd.testing.assert_frame_equal(shared, pd.DataFrame(alone).drop(columns="train_s"), check_exact=True)
+
+
+@pytest.mark.parametrize("tau", [0.9, 0.0])
+def test_reductions_through_the_shared_transpose_are_scikit_learns(splits, tau):
+    """_reduce: a sparse random projection's (C X^T)^T from the shared X^T is its
+    transform, bit for bit; at tau = 0 (density 1, C dense) the transform itself."""
+    X_train, X_test = splits["train"][0], splits["test"][0]
+    XT = np.ascontiguousarray(X_test.T)
+    for model in (
+        SparseRandomProjection(16, density=1 - tau, dense_output=True, random_state=0).fit(X_train),
+        GaussianRandomProjection(16, random_state=0).fit(X_train),
+    ):
+        Y = _reduce(model, X_test, XT)
+        assert Y.dtype == np.float32
+        np.testing.assert_array_equal(Y, model.transform(X_test))
 
 
 def test_pq_settings_fit_the_pca_the_training_split_allows():

@@ -43,6 +43,27 @@ def test_mean_nonzeros_and_support():
     np.testing.assert_array_equal(support(X).toarray(), (X != 0).astype(float))
 
 
+def test_dense_support_counts_are_those_of_the_sparse_support():
+    """Dense inputs are counted without a sparse copy of their support: the same values,
+    bit for bit and of the same type, as the CSR path (the inputs made sparse), and
+    the brute-force counts; zeros of either sign, negatives and whole zero columns."""
+    rng = np.random.default_rng(4)
+    Q = rng.standard_normal((6, 50)).astype(np.float32)
+    X = rng.standard_normal((9, 50)).astype(np.float32)
+    Q[rng.random(Q.shape) < 0.4] = 0.0
+    X[rng.random(X.shape) < 0.3] = -0.0
+    X[:, :5] = 0.0
+    madds = sparse_dot_madds(Q, X)
+    assert madds.dtype == np.float64 and madds.shape == (6,)
+    np.testing.assert_array_equal(madds, sparse_dot_madds(sp.csr_array(Q), sp.csr_array(X)))
+    expected = [sum(np.count_nonzero((q != 0) & (x != 0)) for x in X) for q in Q]
+    np.testing.assert_array_equal(madds, expected)
+    for M in (Q, X):
+        mean = mean_nonzeros(M)
+        assert type(mean) is float and mean == mean_nonzeros(sp.csr_array(M)) == np.count_nonzero(M) / len(M)
+        assert database_bytes(M, sparse=False) == database_bytes(sp.csr_array(M), sparse=False)
+
+
 def test_projection_records_hand_worked():
     quality = {"test_map": 0.5, "recall_at_1": 0.5}
     pca = dense_projection_record(

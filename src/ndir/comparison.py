@@ -121,12 +121,20 @@ def sparse_dot_madds(Q, X):
     -------
     (n_queries,) float64 array: ``sum_b |supp(q) & supp(x_b)|`` per query.
     """
-    return np.asarray((support(Q) @ support(X).T).sum(axis=1)).ravel()
+    if sp.issparse(Q) or sp.issparse(X):
+        return np.asarray((support(Q) @ support(X).T).sum(axis=1)).ravel()
+    # Dense rows (an FV is 99 % non-zero) need no sparse copy of their support:
+    # sum_b |supp(q) & supp(x_b)| = sum_j [q_j != 0] nnz(X[:, j]), counted in int64
+    # and exact in float64 below 2^53, as the sums of the sparse path are.
+    column_nonzeros = np.count_nonzero(X, axis=0).astype(np.int64)
+    return ((np.asarray(Q) != 0) @ column_nonzeros).astype(np.float64)
 
 
 def mean_nonzeros(X):
-    """Mean number of non-zeros per row of ``X``."""
-    return float(support(X).sum(axis=1).mean())
+    """Mean number of non-zeros per row of ``X`` (n, m), sparse or dense."""
+    if sp.issparse(X):
+        return float(support(X).sum(axis=1).mean())
+    return float(np.count_nonzero(X, axis=1).mean())
 
 
 def database_bytes(X, sparse):
