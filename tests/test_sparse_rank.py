@@ -833,16 +833,20 @@ def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
 
 @pytest.mark.parametrize("feature_block", [1024, 16])
 @pytest.mark.parametrize("gather_max", [0.0, 1.0])
-def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, feature_block, monkeypatch):
-    """dF X reads only the rows of X whose column of dF has a non-zero when they are
-    few (_GATHER_ROWS_MAX), the whole X otherwise: either way left^T right is G of
+@pytest.mark.parametrize("sparse_density", [0.0, 1.0])
+def test_gradient_factors_gather_or_multiply_the_rows_of_x(sparse_density, gather_max, feature_block, monkeypatch):
+    """dF X goes through dF's non-zeros when they are few (_SPARSE_LOSS_DENSITY);
+    otherwise it reads only the rows of X whose column of dF has a non-zero when they
+    are few (_GATHER_ROWS_MAX), the whole X otherwise: each way left^T right is G of
     Eq. 14, here summed query by query, sum_q x_q (dF[q] Y)^T + (X^T dF[q]) y_q^T,
     for a dF with 3 non-zero columns out of 18 (the late-training case), one of them
     all ones and one all minus ones (an image each query counts once, with a weight of
-    1: a non-zero column whatever its values). With blocks of 16 features, each of
-    the two threads' 20 features spans two blocks, the second one short."""
+    1: a non-zero column whatever its values), and dF X is the float64 product rounded
+    to float32. With blocks of 16 features, each of the two threads' 20 features spans
+    two blocks, the second one short."""
     from concurrent.futures import ThreadPoolExecutor
 
+    monkeypatch.setattr(_descent, "_SPARSE_LOSS_DENSITY", sparse_density)
     monkeypatch.setattr(_descent, "_GATHER_ROWS_MAX", gather_max)
     monkeypatch.setattr(_descent, "_FEATURE_BLOCK", feature_block)
     X, groups, query_rows, U0, problem, _ = line_problem(6, 40, 5, 4, [0])
@@ -858,6 +862,8 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(gather_max, feature_b
     X64, Y = X.astype(np.float64), descent.Y
     G = sum(np.outer(X64[q], dF[k] @ Y) + np.outer(X64.T @ dF[k], Y[q]) for k, q in enumerate(rows))
     np.testing.assert_allclose(left.T.astype(np.float64) @ right, G, atol=1e-5 * np.abs(G).max())
+    loss_rows = sum(np.outer(dF[:, j], X64[j]) for j in (4, 11, 16))
+    np.testing.assert_allclose(left[rows.size :], loss_rows.astype(np.float32), rtol=2**-23, atol=0)
 
 
 @pytest.mark.parametrize("line_search", ["projected", "dense"])
@@ -885,16 +891,19 @@ def test_step_reports_the_objective_before_the_l0_projection(line_search):
     np.testing.assert_allclose(unprojected, expected.sum(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("gather_features_max", [0.0, 1.0])
 @pytest.mark.parametrize("line_search", ["projected", "dense"])
-def test_sparse_products_over_several_blocks_of_images(line_search, monkeypatch):
+def test_sparse_products_over_several_blocks_of_images(line_search, gather_features_max, monkeypatch):
     """The sparse X U (Descent.product) and X C (sparse_rows_product) read X^T in
     blocks of _SPARSE_IMAGES images: with blocks of 5 of the 24 training images (a last
     one of 4), both equal the float64 products computed densely (the block split only
     changes which images a product covers, not the sums), and the Y of the initial l0
-    projection is X P_M(U0) (brute-force projection)."""
+    projection is X P_M(U0) (brute-force projection). X C reads every row of X^T, or
+    gathers those of C's entries first (_GATHER_FEATURES_MAX): the same bits."""
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_descent, "_SPARSE_IMAGES", 5)
+    monkeypatch.setattr(_descent, "_GATHER_FEATURES_MAX", gather_features_max)
     X, groups, query_rows, U0, problem, _ = line_problem(8, 200, 6, 7, [0])
     X64 = X.astype(np.float64)
     n_keep = 12  # 6 % of D = 200: below SPARSE_DENSITY_MAX, the sparse product

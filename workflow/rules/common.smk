@@ -65,7 +65,6 @@ PRIORITY = {
     "gather_bovw": 2,
     "encode_bovw_shard": 1,
     "train_sparse_projectors": 1,
-    "train_sparse_projector": 1,
     "readings": 1,
     "seeds_comparison": 1,
     "browse": 1,
@@ -196,6 +195,25 @@ def grid_training_runtime(wildcards):
     return sum(
         training_minutes(wildcards.signature, R, wildcards.tau)
         for R in config["sparse"]["dims"]
+    )
+
+
+def training_priority(wildcards):
+    """Priority of a training job: its rule's, lowered by up to half a point for
+    signatures shorter than the config's longest, then by a hundredth of a point per
+    unit of 1 - tau: the longest trainings start first and the short ones fill the
+    cores at the end. A step's cost grows with D; at one D, the tau = 0.99 jobs took
+    longest on the Holidays-scale grid, their small R never flat within 2,000 steps
+    (there, one FV-512 job started last and ran alone for 9 minutes)."""
+    pca_dims = config["codebooks"]["pca_dims"]
+    n_features = signature_dim(*signatures()[wildcards.signature], pca_dims)
+    longest = max(
+        signature_dim(*encoding_K, pca_dims) for encoding_K in signatures().values()
+    )
+    return (
+        PRIORITY["train_sparse_projectors"]
+        - 0.5 * (1.0 - n_features / longest)
+        - 0.01 * (1.0 - float(wildcards.tau))
     )
 
 

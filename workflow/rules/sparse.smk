@@ -18,7 +18,7 @@ rule train_sparse_projectors:
         "benchmarks/rules/train_sparse_projectors/{signature}/tau{tau}.tsv"
     wildcard_constraints:
         tau=grid_sparsity(),
-    priority: PRIORITY["train_sparse_projectors"]
+    priority: training_priority
     conda:
         ENV
     threads: 1
@@ -50,7 +50,7 @@ rule train_sparse_projector:
         f"logs/train_sparse_projector/{{signature}}/{names.PROJECTOR}.log",
     benchmark:
         f"benchmarks/rules/train_sparse_projector/{{signature}}/{names.PROJECTOR}.tsv"
-    priority: PRIORITY["train_sparse_projector"]
+    priority: training_priority
     conda:
         ENV
     threads: 1

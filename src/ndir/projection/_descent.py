@@ -59,8 +59,13 @@ _PROJECTED_WARM_START = GOLDEN**2
 # than recomputed; recompute it as X U this often so that it cannot drift away from
 # the float32 U by rounding.
 _REFRESH_EVERY = 100
-# dF X gathers the rows of X that the violated constraints involve when they are at
-# most this fraction of the training set, and multiplies the whole X otherwise.
+# dF X goes through dF's non-zeros (a CSR product) when they are at most this fraction
+# of dF: on the Holidays-scale grid's FV-512 at tau = 0.99, R = 32, 1.7 % on average
+# (union of the queries' images: 28 %), 33 against 127 ms a step on one thread; above
+# about 13 % the dense product is faster (measured on random dF, D = 81,920, N = 852).
+_SPARSE_LOSS_DENSITY = 0.1
+# Otherwise it gathers the rows of X that the violated constraints involve when they are
+# at most this fraction of the training set, and multiplies the whole X otherwise.
 _GATHER_ROWS_MAX = 0.25
 # Fraction of non-zeros of U above which dense BLAS computes X U faster than the
 # threaded sparse product (benchmarks/bench_sparse_rank.py measures both).
@@ -70,6 +75,10 @@ SPARSE_DENSITY_MAX = 0.12
 # (R / n_jobs) x 256 float32, then stays in a 512 KiB L2 cache for R = 256 on 2 threads
 # (0.13 s instead of 0.16 s for all 745 images at once, tau = 0.9, D = 81,920).
 _SPARSE_IMAGES = 256
+# X C gathers the rows of the blocks of X^T that C's entries read when they are at most
+# this fraction of D (on real trials, FV-512: faster below about 10k of 81,920 rows,
+# slower above 10k).
+_GATHER_FEATURES_MAX = 1 / 8
 # Features per block of G^T formed and scanned at once by the projected search: a
 # (R, 1024) float32 block is 1 MiB at R = 256.
 _FEATURE_BLOCK = 1024
@@ -329,12 +338,21 @@ class Descent:
 
     def _loss_rows(self, dF, out, start, stop):
         """``out[:, start:stop] = (dF X)[:, start:stop]``, summed in float64
-        ``_FEATURE_BLOCK`` features at a time and rounded to float32; late in training
-        few constraints are violated and only the rows of X they involve are read."""
+        ``_FEATURE_BLOCK`` features at a time and rounded to float32; only the rows of
+        X that the violated constraints involve are read when they are few.
+
+        dF's non-zeros are few once U ranks well (each query violates a few of its
+        constraints): at most ``_SPARSE_LOSS_DENSITY`` of dF, each row of dF X sums its
+        non-zero terms in increasing image order (scipy's CSR product, no BLAS: the
+        same bits on every machine); otherwise by float64 BLAS, whose bits only differ
+        from these at float32 rounding ties."""
         used = np.flatnonzero(np.any(dF != 0.0, axis=0))
-        if used.size > _GATHER_ROWS_MAX * dF.shape[1]:
-            used = slice(None)
-        weights = dF[:, used]
+        if np.count_nonzero(dF) <= _SPARSE_LOSS_DENSITY * dF.size:
+            weights = sp.csr_array(dF[:, used])
+        else:
+            if used.size > _GATHER_ROWS_MAX * dF.shape[1]:
+                used = slice(None)
+            weights = dF[:, used]
         # dF (P, n) times a block of X's columns in float64 (n, w): a third of the time
         # of converting the strided rows of X^T (FV-256: 24 against 73 ms a step), and
         # the same bits on the 53 trainings of the default run.
@@ -394,11 +412,25 @@ class Descent:
         per entry, in a different order for each row of C^T. Each output sums its
         terms in increasing feature order either way, so the bits are the same; on the
         moved entries of real trials (FV-512, R = 256, tau = 0.9, 1k-190k entries)
-        2.2x faster (1.33 against 2.86 s for 36 trials)."""
+        2.2x faster (1.33 against 2.86 s for 36 trials).
+
+        When at most ``_GATHER_FEATURES_MAX`` of C's rows have entries, only they, and
+        those rows of each block of X^T, take part: the product loops over every
+        column of C^T, and a trial at high sparsity moves a few hundred entries of D =
+        81,920 (Holidays-scale FV-512, R = 32, tau = 0.99: 3.15 against 1.22 ms a
+        trial; the same bits: the same terms in the same order)."""
         if CT.nnz > SPARSE_DENSITY_MAX * CT.shape[0] * CT.shape[1]:
             return float64_product(self.X, CT.toarray().T).astype(np.float64)
         CT = CT.tocsc()
-        return np.hstack([CT @ XT for XT in self.XT_blocks]).T.astype(np.float64)
+        features = np.flatnonzero(np.diff(CT.indptr))
+        if features.size > _GATHER_FEATURES_MAX * CT.shape[1]:
+            return np.hstack([CT @ XT for XT in self.XT_blocks]).T.astype(np.float64)
+        # The non-empty columns' entries are contiguous: their starts, then the end.
+        moved = sp.csc_array(
+            (CT.data, CT.indices, np.append(CT.indptr[features], CT.indptr[-1])),
+            shape=(CT.shape[0], features.size),
+        )
+        return np.hstack([moved @ XT[features] for XT in self.XT_blocks]).T.astype(np.float64)
 
     def _dense_product(self, VT=None):
         VT = self.UT if VT is None else VT
