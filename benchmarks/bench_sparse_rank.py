@@ -6,7 +6,9 @@ for tau in {0, 0.9, 0.99} the time of one step and how it splits between the gra
 (losses, their derivatives and the low-rank factors of G), the line search, the in-place
 update U - mu G, the l0 projection and the recomputation of X U, for both line searches
 (``projected``: its setup forms G^T, the entering candidates and X[:, S] g_S once per
-step, each trial of the search costs the moved entries); then
+step, each trial of the search costs the moved entries), from random U and, for the
+projected search, from the PCA axes a training starts from (fewer violated constraints:
+dF X goes through dF's non-zeros); then
 ndir.projection.cost's storage counts and single/batch projection latencies.
 
 With --convergence, instead trains on small structured synthetic data (D = 2000,
@@ -72,12 +74,18 @@ class PhaseTimer:
             setattr(owner, name, original)
 
 
-def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line_search):
-    """Mean seconds per step of Algorithm 1, its split by phase, and the projectors."""
+def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line_search, start):
+    """Mean seconds per step of Algorithm 1, its split by phase, and the projectors.
+
+    start : "random" (Gaussian U: most constraints violated, dF dense) or "pca" (the
+    PCA axes that trainings start from, ``init="pca"``: few constraints violated)."""
     rng = np.random.default_rng(seed)
     n_features = X.shape[1]
     problem = _ranking.RankingProblem(X, groups, _ranking.check_queries(groups, None), 1e-2)
-    U = rng.standard_normal((n_features, n_components)).astype(np.float32)
+    if start == "pca":
+        U = PCAProjection(n_components).fit(X).components_
+    else:
+        U = rng.standard_normal((n_features, n_components)).astype(np.float32)
     n_keep = max(1, round((1 - sparsity) * n_features))
     timer = PhaseTimer()
     with ThreadPoolExecutor(2) as pool:
@@ -224,7 +232,9 @@ def main():
         f"shape (float32, 2 threads): {dense_product:.3f} s, 'x XU' = step / that"
     )
     projectors = {}
-    for line_search in sr.LINE_SEARCHES:
+    # Both line searches from random U (where the targets are set), and the default one
+    # from the PCA start of a training.
+    for line_search, start in [(name, "random") for name in sr.LINE_SEARCHES] + [("projected", "pca")]:
         phases_of = {}
         for sparsity in (0.0, 0.9, 0.99):
             step, phases, components = time_steps(
@@ -236,11 +246,13 @@ def main():
                 args.steps,
                 args.seed,
                 line_search,
+                start,
             )
-            projectors[sparsity] = components
+            if start == "random":
+                projectors[sparsity] = components
             phases_of[sparsity] = (step, phases)
         order = sorted({p for _, phases in phases_of.values() for p in phases})
-        print(f"\nline_search = {line_search!r}")
+        print(f"\nline_search = {line_search!r}, from {start} U")
         print(f"{'tau':>5} {'step':>7} {'x XU':>5} " + " ".join(f"{p:>14}" for p in order))
         for sparsity, (step, phases) in phases_of.items():
             print(

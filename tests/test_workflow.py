@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from ndir.codebooks import FisherCodebook
 from ndir.evaluation import holidays_map
@@ -96,6 +97,31 @@ def test_paper_grid_is_planned_for_holidays(tmp_path, paper_grid):
     planned = run_snakemake(tmp_path, "-n", "--configfile", str(config), "--summary", check=False)
     for name in ("vlad-512", "fv-512", "vlad-64", "fv-256"):
         assert f"results/signatures/{name}.npy" in planned.stdout + planned.stderr
+
+
+def test_the_longest_trainings_start_first(tmp_path, paper_grid):
+    """Of the paper grid's training jobs, those of the longest signatures (D = 2 K d for
+    FV, K d for VLAD) have the highest priority, and at one D the sparsest: Snakemake
+    starts them first, and the shortest fill the cores at the end; all stay within
+    their rule's point below the codebooks and signatures."""
+    plan = run_snakemake(tmp_path, "-n", "--configfile", str(paper_grid))
+    pca_dims = yaml.safe_load((REPO / "config.yaml").read_text())["codebooks"]["pca_dims"]
+    priorities = {}
+    for block in re.split(r"\n\s*\n", plan.stdout + plan.stderr):
+        if re.search(r"rule train_sparse_projectors?:", block):
+            wildcards = dict(re.findall(r"(\w+)=([\w.-]+)", re.search(r"wildcards: (.*)", block).group(1)))
+            job = (wildcards["signature"], wildcards.get("R"), float(wildcards["tau"]))
+            priorities[job] = float(re.search(r"priority: ([\d.]+)", block).group(1))
+
+    def length(job):
+        encoding, K = job[0].split("-")
+        return int(K) * pca_dims * (2 if encoding == "fv" else 1), job[2]
+
+    # Every signature at tau = 0.9 and 0.99; the largest FV at tau = 0 (Fig. 2) and 0.5 (Fig. 3).
+    assert len(priorities) == 8 * 2 + 2
+    by_priority = sorted(priorities, key=priorities.get, reverse=True)
+    assert [length(job) for job in by_priority] == sorted(map(length, priorities), reverse=True)
+    assert 0.5 <= min(priorities.values()) < max(priorities.values()) <= 1.0
 
 
 @pytest.mark.parametrize(
