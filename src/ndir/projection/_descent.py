@@ -11,7 +11,8 @@ projection (Eq. 17) and the projection ``Y = X U`` of the training set.
 
 Cost of a step (N images, P queries, R outputs, D dimensions). G is never formed for
 the update: ``X_S^T Z + (dF X)^T Y_S`` is applied by one in-place GEMM, O(P N D + P D
-R), and ``X G = K B`` comes from the Gram matrix. The l0 projection is a selection per
+R), dF X in O(nnz(dF) D) once few constraints are violated, and ``X G = K B`` comes from
+the Gram matrix. The l0 projection is a selection per
 column (no sort). Y is recomputed from the sparse U in O(N nnz(U)), reading blocks of
 X^T that stay in cache, or by dense BLAS above ``SPARSE_DENSITY_MAX`` non-zeros.
 Without sparsity, and after a projected step, Y is updated from the step instead, and
