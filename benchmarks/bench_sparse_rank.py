@@ -7,8 +7,8 @@ for tau in {0, 0.9, 0.99} the time of one step and how it splits between the gra
 update U - mu G, the l0 projection and the recomputation of X U, for both line searches
 (``projected``: its setup forms G^T, the entering candidates and X[:, S] g_S once per
 step, each trial of the search costs the moved entries), from random U and, for the
-projected search, from the PCA axes a training starts from (fewer violated constraints:
-dF X goes through dF's non-zeros); then
+projected search, from the PCA axes a training starts from (on these synthetic
+signatures PCA leaves most constraints violated too, unlike real ones); then
 ndir.projection.cost's storage counts and single/batch projection latencies.
 
 With --convergence, instead trains on small structured synthetic data (D = 2000,
@@ -77,8 +77,8 @@ class PhaseTimer:
 def time_steps(X, groups, sparsity, n_components, n_queries, n_steps, seed, line_search, start):
     """Mean seconds per step of Algorithm 1, its split by phase, and the projectors.
 
-    start : "random" (Gaussian U: most constraints violated, dF dense) or "pca" (the
-    PCA axes that trainings start from, ``init="pca"``: few constraints violated)."""
+    start : "random" (Gaussian U) or "pca" (the PCA axes that trainings start from,
+    ``init="pca"``)."""
     rng = np.random.default_rng(seed)
     n_features = X.shape[1]
     problem = _ranking.RankingProblem(X, groups, _ranking.check_queries(groups, None), 1e-2)

@@ -9,17 +9,16 @@ projection (Eq. 17) and the projection ``Y = X U`` of the training set.
   descent sign), the l0 projection and, optionally, unit columns; then Y again.
 - :func:`_l0_project`: keeps the M largest magnitudes of each column (Eq. 17-19).
 
-Cost of a step (N images, P queries, R outputs, D dimensions). G is never formed for
-the update: ``X_S^T Z + (dF X)^T Y_S`` is applied by one in-place GEMM, O(P N D + P D
-R), dF X in O(nnz(dF) D) once few constraints are violated, and ``X G = K B`` comes from
-the Gram matrix. The l0 projection is a selection per
-column (no sort). Y is recomputed from the sparse U in O(N nnz(U)), reading blocks of
-X^T that stay in cache, or by dense BLAS above ``SPARSE_DENSITY_MAX`` non-zeros.
-Without sparsity, and after a projected step, Y is updated from the step instead, and
-recomputed from U every ``_REFRESH_EVERY`` steps against float32 drift. The projected
-search reads G at the supports and at the largest entries outside them, which
-:meth:`Descent.gradient_entries` takes from G^T formed ``_FEATURE_BLOCK`` features at
-a time (O(P D R), never stored whole).
+Cost of a step (N images, P queries, R outputs, D dimensions). G is never formed for the
+update: ``X_S^T Z + (dF X)^T Y_S`` is applied by one in-place GEMM, O(P N D + P D R), dF
+X in O(nnz(dF) D) once few constraints are violated, and ``X G = K B`` comes from the
+Gram matrix. The l0 projection is a selection per column (no sort). Y is recomputed from
+the sparse U in O(N nnz(U)), reading blocks of X^T that stay in cache, or by dense BLAS
+above ``SPARSE_DENSITY_MAX`` non-zeros. Without sparsity, and after a projected step, Y
+is updated from the step instead, and recomputed from U every ``_REFRESH_EVERY`` steps
+against float32 drift. The projected search reads G at the supports and at the largest
+entries outside them, which :meth:`Descent.gradient_entries` takes from G^T formed
+``_FEATURE_BLOCK`` features at a time (O(P D R), never stored whole).
 
 Kernel independence: the products whose bits used to change with the OpenBLAS kernel
 (Haswell against SkylakeX), the gradient's factors and G^T's entries, the norms of the
@@ -255,7 +254,8 @@ class Descent:
         """
         left = np.empty((2 * rows.size, self.X.shape[1]))
         left[: rows.size] = self.X[rows]
-        self.blocks(lambda a, b: self._loss_rows(dF, left[rows.size :], a, b), left.shape[1])
+        weights, used = _loss_weights(dF)
+        self.blocks(lambda a, b: self._loss_rows(weights, used, left[rows.size :], a, b), left.shape[1])
         right = np.asfortranarray(np.vstack([Z, self.Y[rows]]))
         return left, right
 
@@ -337,23 +337,10 @@ class Descent:
         magnitude[np.nonzero(on_sample)[0], self.kept[on_sample] // stride] = -1.0
         return magnitude
 
-    def _loss_rows(self, dF, out, start, stop):
-        """``out[:, start:stop] = (dF X)[:, start:stop]``, summed in float64
-        ``_FEATURE_BLOCK`` features at a time and rounded to float32; only the rows of
-        X that the violated constraints involve are read when they are few.
-
-        dF's non-zeros are few once U ranks well (each query violates a few of its
-        constraints): at most ``_SPARSE_LOSS_DENSITY`` of dF, each row of dF X sums its
-        non-zero terms in increasing image order (scipy's CSR product, no BLAS: the
-        same bits on every machine); otherwise by float64 BLAS, whose bits only differ
-        from these at float32 rounding ties."""
-        used = np.flatnonzero(np.any(dF != 0.0, axis=0))
-        if np.count_nonzero(dF) <= _SPARSE_LOSS_DENSITY * dF.size:
-            weights = sp.csr_array(dF[:, used])
-        else:
-            if used.size > _GATHER_ROWS_MAX * dF.shape[1]:
-                used = slice(None)
-            weights = dF[:, used]
+    def _loss_rows(self, weights, used, out, start, stop):
+        """``out[:, start:stop] = (dF X)[:, start:stop]`` for dF's ``weights`` on the rows
+        ``used`` of X (:func:`_loss_weights`), summed in float64 ``_FEATURE_BLOCK``
+        features at a time and rounded to float32."""
         # dF (P, n) times a block of X's columns in float64 (n, w): a third of the time
         # of converting the strided rows of X^T (FV-256: 24 against 73 ms a step), and
         # the same bits on the 53 trainings of the default run.
@@ -446,6 +433,24 @@ class Descent:
         ``range(size)``, run on the thread pool."""
         bounds = np.unique(np.linspace(0, size, self.n_jobs + 1).astype(int))
         return list(self.pool.map(function, bounds[:-1], bounds[1:]))
+
+
+def _loss_weights(dF):
+    """dF (P, N) float64 as the factor of dF X: its columns with a non-zero and the rows
+    of X they read (an index array, or all rows).
+
+    Only the rows of X that the violated constraints involve are read when they are
+    few. dF's non-zeros are few once U ranks well (each query violates a few of its
+    constraints): at most ``_SPARSE_LOSS_DENSITY`` of dF, the factor is a CSR array
+    and each row of dF X sums its non-zero terms in increasing image order (scipy's
+    product, no BLAS: the same bits on every machine); otherwise a dense array for
+    float64 BLAS, whose bits only differ from these at float32 rounding ties."""
+    used = np.flatnonzero(np.any(dF != 0.0, axis=0))
+    if np.count_nonzero(dF) <= _SPARSE_LOSS_DENSITY * dF.size:
+        return sp.csr_array(dF[:, used]), used
+    if used.size > _GATHER_ROWS_MAX * dF.shape[1]:
+        used = slice(None)
+    return dF[:, used], used
 
 
 def _l0_project(UT, n_keep, renormalize, previous=None):
