@@ -510,7 +510,10 @@ def test_toy_problem_is_solvable(toy):
 @pytest.mark.parametrize("n_shared", [None, 2])
 def test_learning_raises_recall(toy, n_shared):
     (features, posteriors, groups), (test_features, test_posteriors, test_groups) = toy
-    settings = dict(n_components=8, n_shared=n_shared, n_epochs=40, batch_groups=8, learning_rate=0.1, random_state=0)
+    settings = dict(
+        n_components=8, n_shared=n_shared, n_epochs=40, n_iter_no_change=None, batch_groups=8, learning_rate=0.1,
+        random_state=0,
+    )  # fmt: skip
     start = JCF(**settings | {"n_epochs": 0}).fit(features, posteriors, groups)
     model = JCF(**settings).fit(features, posteriors, groups)
     history = model.history_
@@ -525,6 +528,30 @@ def test_learning_raises_recall(toy, n_shared):
     maps = [h["holdout_map"] for h in history]
     assert model.best_epoch_ == int(np.argmax(maps)) and model.holdout_map_ == max(maps)
     assert history[model.best_epoch_]["holdout_recall_at_1"] > history[0]["holdout_recall_at_1"]
+
+
+@pytest.mark.parametrize("patience", [1, 5])
+def test_training_stops_once_the_holdout_stops_improving(toy, patience):
+    """With ``n_iter_no_change`` = p, training stops at the first epoch p epochs after
+    the best so far, with the history of the full run up to there, and keeps the model
+    that a run of exactly ``best_epoch_`` epochs keeps."""
+    (features, posteriors, groups), _ = toy
+    settings = dict(n_components=8, n_epochs=40, batch_groups=8, learning_rate=0.1, random_state=0)
+    full = JCF(**settings, n_iter_no_change=None).fit(features, posteriors, groups)
+    maps = np.array([h["holdout_map"] for h in full.history_])
+    best_so_far = np.array([int(np.argmax(maps[: e + 1])) for e in range(maps.size)])
+    stop = int(np.flatnonzero(np.arange(maps.size) - best_so_far >= patience)[0])
+    assert stop < 40, "the toy run should let the hold-out stall"
+    patient = JCF(**settings, n_iter_no_change=patience).fit(features, posteriors, groups)
+    assert patient.n_iter_ == stop and len(patient.history_) == stop + 1
+    drop_seconds = [{key: value for key, value in h.items() if key != "seconds"} for h in full.history_]
+    assert [{key: value for key, value in h.items() if key != "seconds"} for h in patient.history_] == (
+        drop_seconds[: stop + 1]
+    )
+    assert patient.best_epoch_ == best_so_far[stop] and patient.holdout_map_ == maps[best_so_far[stop]]
+    exact = JCF(**settings | {"n_epochs": patient.best_epoch_}, n_iter_no_change=None).fit(features, posteriors, groups)
+    np.testing.assert_array_equal(patient.U_, exact.U_)
+    np.testing.assert_array_equal(patient.V_, exact.V_)
 
 
 def test_deterministic_for_a_seed(toy):
@@ -747,6 +774,7 @@ def test_defaults_are_the_workflows_settings():
         "margin": settings["margin"],
         "learning_rate": settings["learning_rate"],
         "n_epochs": settings["epochs"],
+        "n_iter_no_change": settings["epochs_no_change"],
         "batch_groups": settings["batch_groups"],
         "holdout_fraction": settings["holdout_fraction"],
         "posterior_threshold": settings["posterior_threshold"],

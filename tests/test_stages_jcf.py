@@ -203,22 +203,24 @@ def test_second_order_records(small_set, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("K_run", "k", "learning_rate", "seed", "best_epoch"),
+    ("K_run", "k", "learning_rate", "seed", "best_epoch", "patience"),
     # Settings (found by trying seeds) where the hold-out mAP peaks after epoch 0 and
     # before the last epoch, so that the learned model is neither the random start
-    # nor the last epoch's.
-    [(K, 2, 0.2, 1, 2), (K, None, 0.1, 1, 1), (1, None, 0.2, 5, 1)],
+    # nor the last epoch's; with a patience of 1 epoch the second run stops after
+    # epoch 2 (of 3).
+    [(K, 2, 0.2, 1, 2, None), (K, None, 0.1, 1, 1, 1), (1, None, 0.2, 5, 1, None)],
 )
 def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
-    small_set, tmp_path, monkeypatch, K_run, k, learning_rate, seed, best_epoch
+    small_set, tmp_path, monkeypatch, K_run, k, learning_rate, seed, best_epoch, patience
 ):
     out = {name: tmp_path / f"run.{ext}" for name, ext in (("model", "npz"), ("record", "json"), ("history", "csv"))}
     out["random_record"] = tmp_path / "run-random.json"
     R = 3
     settings = dict(
-        margin=0.3, learning_rate=learning_rate, epochs=3, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4,
-        posterior_threshold=0.0,
+        margin=0.3, learning_rate=learning_rate, epochs=3, epochs_no_change=patience, batch_groups=2,
+        holdout_fraction=0.5, sqrt_eps=1e-4, posterior_threshold=0.0,
     )  # fmt: skip
+    n_epochs = 3 if patience is None else best_epoch + patience
     codebook = small_set["codebook"] if K_run > 1 else None
     clock = itertools.count(1000.0, 2.0)  # every reading of the stage's clock 2 s after the last
     monkeypatch.setattr(stages_jcf, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
@@ -235,14 +237,14 @@ def test_train_jcf_writes_the_learned_model_and_its_random_initialisation(
         assert record["n_holdout_images"] == 6
     assert learned["initialisation"] == "learned" and random["initialisation"] == "random"
     assert random["method"] == learned["method"] + ", random init" and random["train_s"] == 0
-    assert (learned["epochs"], random["epochs"]) == (3, 0)
+    assert (learned["epochs"], random["epochs"]) == (n_epochs, 0)
     # The fit alone is timed; encoding the 12 test images, for each model.
     assert learned["train_s"] == 2.0
     assert learned["encode_ms_per_image"] == random["encode_ms_per_image"] == pytest.approx(2e3 / 12)
     assert learned["family"] == {(1, None): "factorised", (K, None): "JCF", (K, 2): "JCF shared"}[(K_run, k)]
     assert learned["signature"] == random["signature"] == (f"local-fv-{K}" if K_run > 1 else f"local-pca-{D}")
     history = pd.read_csv(out["history"])
-    assert list(history["epoch"]) == [0, 1, 2, 3]
+    assert list(history["epoch"]) == list(range(n_epochs + 1))
     maps = history["holdout_map"].to_numpy()
     assert learned["best_epoch"] == int(np.argmax(maps)) == best_epoch and random["best_epoch"] == 0
     assert maps[best_epoch] > maps[0] and maps[best_epoch] > maps[-1]
@@ -276,8 +278,8 @@ def test_a_codebook_of_another_size_is_refused(small_set, tmp_path):
             small_set["images"], small_set["features"], **out, codebook=small_set["codebook"],
             n_clusters=8, n_components=2, n_shared=None, seed=0, ns_score=False,
             settings=dict(
-                margin=0.3, learning_rate=0.05, epochs=1, batch_groups=2, holdout_fraction=0.0, sqrt_eps=1e-4,
-                posterior_threshold=0.0,
+                margin=0.3, learning_rate=0.05, epochs=1, epochs_no_change=None, batch_groups=2,
+                holdout_fraction=0.0, sqrt_eps=1e-4, posterior_threshold=0.0,
             ),
         )  # fmt: skip
 

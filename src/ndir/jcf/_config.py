@@ -12,6 +12,7 @@ CONFIG_PARAMETERS = {
     "margin": "margin",
     "learning_rate": "learning_rate",
     "epochs": "n_epochs",
+    "epochs_no_change": "n_iter_no_change",
     "batch_groups": "batch_groups",
     "holdout_fraction": "holdout_fraction",
     "sqrt_eps": "sqrt_eps",

@@ -370,7 +370,7 @@ def train_jcf(
         result.update(
             {
                 "encode_ms_per_image": 1e3 * encode_s / len(X_test),
-                "epochs": int(estimator.n_epochs),
+                "epochs": int(estimator.n_iter_),
                 "best_epoch": int(estimator.best_epoch_),
                 "holdout_map": float(estimator.holdout_map_),
                 "n_holdout_images": int(estimator.n_holdout_images_),
