@@ -10,7 +10,7 @@ as ``table2_spread.py`` measures Table II's: on the run's own descriptor sample,
 and signatures, each seed of ``--seeds`` (the run's, then the next ones) draws again what
 the run's seed drew for these rows, through the workflow's own stages
 (``ndir.stages.seeds``): the vocabulary's k-means start (``fit_visual_vocabulary``),
-hence every image's word counts (``encode_bovw_shard``, ``gather_bovw``) and the tf-idf
+hence every image's word counts (``encode_shard``, ``gather_bovw``) and the tf-idf
 row; the similarity matrix's triplets and hold-out; SOML's triplets, on tf-idf and on
 the signatures of ``seeds.soml.signatures``. The run's seed is read from the run's own
 records (the same values: the stages are deterministic), the others recomputed.
@@ -35,6 +35,7 @@ from table2_spread import limit_blas, run_config, spread
 from ndir import names
 from ndir.descriptors import descriptor_params
 from ndir.stages import seeds as stages
+from ndir.stages.signatures import encode_shard
 
 
 def soml_runs(config):
@@ -75,7 +76,9 @@ def recompute(run, config, seed, jobs, work):
     shards = [work / f"bovw-{shard}.npz" for shard in range(n_shards)]
     with ProcessPoolExecutor(jobs, initializer=limit_blas) as pool:
         encoded = [
-            pool.submit(stages.encode_bovw_shard, images, vocabulary, path, shard, n_shards, descriptor_params(config))
+            pool.submit(
+                encode_shard, images, [], None, shard, n_shards, 1.0, descriptor_params(config), vocabulary, path
+            )
             for shard, path in enumerate(shards)
         ]
         for future in encoded:

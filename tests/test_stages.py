@@ -779,12 +779,15 @@ def test_final_maps_take_the_last_measured_interval(tmp_path):
 
 
 def _encode_word_counts(tmp_path, sample):
-    """A BoVW shard (:func:`ndir.stages.seeds.encode_bovw_shard`) of ``images.csv``."""
+    """A word-count shard (:func:`ndir.stages.signatures.encode_shard`, no codebook) of
+    ``images.csv``."""
     from ndir import bovw
-    from ndir.stages.seeds import encode_bovw_shard
+    from ndir.stages.signatures import encode_shard
 
     bovw.fit_visual_vocabulary(sample, 2, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
-    encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", tmp_path / "0.npz", 0, 1, DESCRIPTORS)
+    encode_shard(
+        tmp_path / "images.csv", [], None, 0, 1, 1.0, DESCRIPTORS, tmp_path / "vocabulary.npz", tmp_path / "0.npz"
+    )
 
 
 def _encode_signatures(tmp_path, sample):
@@ -798,7 +801,7 @@ def _encode_signatures(tmp_path, sample):
 
 @pytest.mark.parametrize(
     ("encode", "logger", "prefix"),
-    [(_encode_word_counts, "ndir.stages.seeds", "bovw shard"), (_encode_signatures, "ndir.stages.signatures", "shard")],
+    [(_encode_word_counts, "ndir.stages.signatures", "shard"), (_encode_signatures, "ndir.stages.signatures", "shard")],
     ids=["word counts", "signatures"],
 )
 def test_encoding_shards_log_their_progress_every_25_images(tmp_path, caplog, encode, logger, prefix):
@@ -888,7 +891,8 @@ def test_an_empty_word_count_shard_gathers_with_the_others(tmp_path):
     matrix and the gathered counts are those of one shard of every image, a row each."""
     from ndir import bovw
     from ndir.descriptors import image_descriptors_with
-    from ndir.stages.seeds import encode_bovw_shard, gather_bovw
+    from ndir.stages.seeds import gather_bovw
+    from ndir.stages.signatures import encode_shard
 
     rng = np.random.default_rng(7)
     paths = [tmp_path / f"{j}.png" for j in range(2)]
@@ -904,15 +908,52 @@ def test_an_empty_word_count_shard_gathers_with_the_others(tmp_path):
     bovw.fit_visual_vocabulary(sample, 3, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
     shards = [tmp_path / f"{shard}.npz" for shard in range(3)]
     for shard, path in enumerate(shards):
-        encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", path, shard, 3, DESCRIPTORS)
+        encode_shard(tmp_path / "images.csv", [], None, shard, 3, 1.0, DESCRIPTORS, tmp_path / "vocabulary.npz", path)
     empty = np.load(shards[0])
     assert list(empty["shape"]) == [0, 3] and empty["image_id"].size == 0 and list(empty["indptr"]) == [0]
     gather_bovw(tmp_path / "images.csv", shards, tmp_path / "counts.npz")
-    encode_bovw_shard(tmp_path / "images.csv", tmp_path / "vocabulary.npz", tmp_path / "whole.npz", 0, 1, DESCRIPTORS)
-    whole = np.load(tmp_path / "whole.npz")
-    expected = sp.csr_array((whole["data"], whole["indices"], whole["indptr"]), shape=tuple(whole["shape"])).toarray()
+    vocabulary = bovw.VisualVocabulary.load(tmp_path / "vocabulary.npz")
+    expected = np.vstack([vocabulary.encode(image_descriptors_with(path, DESCRIPTORS)) for path in paths])
     assert expected.shape == (2, 3) and expected.sum() > 0
     np.testing.assert_array_equal(sp.load_npz(tmp_path / "counts.npz").toarray(), expected)
+
+
+def test_one_pass_writes_the_signatures_and_the_word_counts_of_the_separate_passes(tmp_path):
+    """encode_shard with codebooks and a vocabulary: the signatures of the shard encoded
+    without a vocabulary, to the bit, and each image's word counts of its own
+    descriptors (:meth:`ndir.bovw.VisualVocabulary.encode`)."""
+    from ndir import bovw
+    from ndir.codebooks import fit_vlad_codebook
+    from ndir.descriptors import image_descriptors_with
+    from ndir.stages.signatures import encode_shard
+
+    rng = np.random.default_rng(8)
+    paths = [tmp_path / f"{j}.png" for j in range(3)]
+    for path in paths:
+        cv2.imwrite(str(path), rng.integers(0, 256, size=(40, 48), dtype=np.uint8))
+    pd.DataFrame(
+        {
+            "image_id": ["a", "b", "c"], "path": [str(p) for p in paths], "group": [0, 0, 1],
+            "is_query": [True, False, True], "split": "test",
+        }
+    ).to_csv(tmp_path / "images.csv", index=False)  # fmt: skip
+    sample = np.vstack([image_descriptors_with(path, DESCRIPTORS) for path in paths])
+    fit_vlad_codebook(sample, 2, n_components=4, n_iter=2).save(tmp_path / "vlad-2.npz")
+    bovw.fit_visual_vocabulary(sample, 4, n_iter=2, nprobe=1).save(tmp_path / "vocabulary.npz")
+    images, codebooks = tmp_path / "images.csv", [tmp_path / "vlad-2.npz"]
+    encode_shard(images, codebooks, tmp_path / "both.npz", 0, 1, 0.5, DESCRIPTORS, tmp_path / "vocabulary.npz",
+                 tmp_path / "counts.npz")  # fmt: skip
+    encode_shard(images, codebooks, tmp_path / "alone.npz", 0, 1, 0.5, DESCRIPTORS)
+    both, alone = np.load(tmp_path / "both.npz"), np.load(tmp_path / "alone.npz")
+    assert sorted(both.files) == sorted(alone.files) == ["image_id", "vlad-2"]
+    np.testing.assert_array_equal(both["vlad-2"], alone["vlad-2"])
+    counts = np.load(tmp_path / "counts.npz")
+    assert list(counts["image_id"]) == ["a", "b", "c"]
+    matrix = sp.csr_array((counts["data"], counts["indices"], counts["indptr"]), shape=tuple(counts["shape"]))
+    vocabulary = bovw.VisualVocabulary.load(tmp_path / "vocabulary.npz")
+    expected = np.vstack([vocabulary.encode(image_descriptors_with(path, DESCRIPTORS)) for path in paths])
+    assert expected.sum(axis=1).min() > 0
+    np.testing.assert_array_equal(matrix.toarray(), expected)
 
 
 def test_seeds_comparison_fits_pca_on_the_training_split_and_draws_only_stored_models(tmp_path, monkeypatch):

@@ -63,7 +63,6 @@ PRIORITY = {
     "gather_signatures": 4,
     "train_similarity_matrix": 2,
     "gather_bovw": 2,
-    "encode_bovw_shard": 1,
     "train_sparse_projectors": 1,
     "readings": 1,
     "seeds_comparison": 1,
@@ -95,6 +94,9 @@ def baseline_results(selected=None):
         f"results/evaluation/baselines/{name}.csv"
         for name in (signature_names() if selected is None else selected)
     ]
+
+
+VOCABULARY = "results/codebooks/vocabulary.npz"
 
 
 def codebook_files():

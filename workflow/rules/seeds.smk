@@ -2,7 +2,7 @@ rule fit_visual_vocabulary:
     input:
         sample=rules.sample_descriptors.output.sample,
     output:
-        vocabulary="results/codebooks/vocabulary.npz",
+        vocabulary=VOCABULARY,
     log:
         "logs/fit_visual_vocabulary.log",
     benchmark:
@@ -23,35 +23,10 @@ rule fit_visual_vocabulary:
         "../scripts/fit_visual_vocabulary.py"
 
 
-rule encode_bovw_shard:
-    input:
-        images=rules.index_dataset.output.images,
-        vocabulary=rules.fit_visual_vocabulary.output.vocabulary,
-    output:
-        counts="results/signatures/shards/bovw-{shard}.npz",
-    log:
-        "logs/encode_bovw_shard/{shard}.log",
-    benchmark:
-        "benchmarks/rules/encode_bovw_shard/{shard}.tsv"
-    priority: PRIORITY["encode_bovw_shard"]
-    conda:
-        ENV
-    threads: 1
-    resources:
-        mem_mb=1500,
-        runtime=30,
-    params:
-        shard=shard_index,
-        n_shards=config["signatures"]["shards"],
-        descriptors=descriptor_params(config),
-    script:
-        "../scripts/encode_bovw_shard.py"
-
-
 rule gather_bovw:
     input:
         images=rules.index_dataset.output.images,
-        shards=shard_files("results/signatures/shards/bovw-"),
+        shards=shard_files(WORD_COUNT_SHARDS),
     output:
         counts="results/signatures/bovw.npz",
     log:

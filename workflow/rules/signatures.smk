@@ -1,9 +1,16 @@
+# The word counts of the seeds' bag of words: encode_shard counts each image's words from
+# the descriptors it computes for the signatures.
+WORD_COUNT_SHARDS = "results/signatures/shards/bovw-"
+
+
 rule encode_shard:
     input:
         images=rules.index_dataset.output.images,
         codebooks=codebook_files(),
+        vocabulary=VOCABULARY if seeds_enabled() else [],
     output:
         signatures="results/signatures/shards/{shard}.npz",
+        counts=f"{WORD_COUNT_SHARDS}{{shard}}.npz" if seeds_enabled() else [],
     log:
         "logs/encode_shard/{shard}.log",
     benchmark:

@@ -15,7 +15,6 @@ import scipy.sparse as sp
 from ndir import bovw, comparison, names, report
 from ndir.atomic import atomic_output, write_csv, write_json
 from ndir.baselines import mean_over_seeds
-from ndir.descriptors import image_descriptors_with
 from ndir.errors import ConfigError, ResultFileError, rebuild_advice
 from ndir.model_files import read_result, read_result_arrays
 from ndir.projection import PCAProjection, load_projector, projection_cost
@@ -25,7 +24,6 @@ from ndir.soml import SOMLDualAveraging, SOMLTruncatedGradient
 from ndir.stages.common import (
     check_shard_order,
     read_image_table,
-    read_shard,
     split_rows,
     split_signatures,
     split_together,
@@ -42,32 +40,6 @@ def fit_visual_vocabulary(sample, vocabulary, n_words, n_iter, nprobe, seed):
         model.save(tmp)
 
 
-def encode_bovw_shard(images, vocabulary, counts, shard, n_shards, descriptors):
-    """Word counts of one shard of the images, as the arrays of a CSR matrix in an ``.npz``.
-
-    Each image's descriptors are recomputed (tens of ms) rather than shared with
-    :func:`ndir.stages.signatures.encode_shard`, so that Table I does not wait for
-    the 20,000-word k-means.
-    """
-    part = read_shard(images, shard, n_shards)
-    model = bovw.VisualVocabulary.load(vocabulary)
-    rows = []
-    for i, path in enumerate(part["path"]):
-        rows.append(sp.csr_array(model.encode(image_descriptors_with(path, descriptors))[None, :]))
-        if (i + 1) % 25 == 0:
-            logger.info("bovw shard %d: %d / %d images", shard, i + 1, len(part))
-    matrix = sp.vstack(rows, format="csr") if rows else sp.csr_array((0, model.n_words), dtype=np.float32)
-    with atomic_output(counts) as tmp:
-        np.savez(
-            tmp,
-            image_id=part["image_id"].to_numpy(dtype=str),
-            data=matrix.data.astype(np.float32),
-            indices=matrix.indices.astype(np.int32),
-            indptr=matrix.indptr.astype(np.int64),
-            shape=np.asarray(matrix.shape),
-        )
-
-
 def gather_bovw(images, shards, counts):
     """Stack the word-count shards into one (n_images, n_words) CSR ``.npz`` (scipy)."""
     parts, ids = [], []
@@ -75,7 +47,7 @@ def gather_bovw(images, shards, counts):
         npz = read_result_arrays(path, ["data", "indices", "indptr", "shape", "image_id"])
         parts.append(sp.csr_array((npz["data"], npz["indices"], npz["indptr"]), shape=tuple(npz["shape"])))
         ids.append(npz["image_id"])
-    check_shard_order(images, ids, "word-count", "encode_bovw_shard")
+    check_shard_order(images, ids, "word-count", "encode_shard")
     with atomic_output(counts) as tmp:
         sp.save_npz(tmp, sp.csr_matrix(sp.vstack(parts, format="csr")))
 
