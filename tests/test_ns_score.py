@@ -369,8 +369,8 @@ def test_the_jcf_stages_write_the_ns_score_on_ukbench(small_set, tmp_path):  # n
     train_jcf(
         small_set["images"], small_set["features"], **out, n_clusters=1, n_components=3, n_shared=None, seed=0,
         ns_score=True, settings=dict(
-            margin=0.3, learning_rate=0.2, epochs=1, batch_groups=2, holdout_fraction=0.5, sqrt_eps=1e-4,
-            posterior_threshold=0.0,
+            margin=0.3, learning_rate=0.2, epochs=1, epochs_no_change=None, batch_groups=2, holdout_fraction=0.5,
+            sqrt_eps=1e-4, posterior_threshold=0.0,
         ),
     )  # fmt: skip
     for path in (tmp_path / "pooling.json", out["record"], out["random_record"]):
