@@ -9,8 +9,9 @@ What issue 48's accuracy guard calls "the seeds' rows within their seed spread",
 as ``table2_spread.py`` measures Table II's: on the run's own descriptor sample, images
 and signatures, each seed of ``--seeds`` (the run's, then the next ones) draws again what
 the run's seed drew for these rows, through the workflow's own stages
-(``ndir.stages.seeds``): the vocabulary's k-means start (``fit_visual_vocabulary``),
-hence every image's word counts (``encode_shard``, ``gather_bovw``) and the tf-idf
+(``ndir.stages.seeds``, and ``ndir.stages.signatures.encode_shard`` without codebooks):
+the vocabulary's k-means start (``fit_visual_vocabulary``), hence every image's word
+counts (``encode_shard``, ``gather_bovw``) and the tf-idf
 row; the similarity matrix's triplets and hold-out; SOML's triplets, on tf-idf and on
 the signatures of ``seeds.soml.signatures``. The run's seed is read from the run's own
 records (the same values: the stages are deterministic), the others recomputed.

@@ -96,7 +96,11 @@ def baseline_results(selected=None):
     ]
 
 
+# The seeds' visual vocabulary, and the stem of the word-count shards that encode_shard
+# writes (each image's words counted from the descriptors of its signatures) and
+# gather_bovw stacks.
 VOCABULARY = "results/codebooks/vocabulary.npz"
+WORD_COUNT_SHARDS = "results/signatures/shards/bovw-"
 
 
 def codebook_files():

@@ -1,8 +1,3 @@
-# The word counts of the seeds' bag of words: encode_shard counts each image's words from
-# the descriptors it computes for the signatures.
-WORD_COUNT_SHARDS = "results/signatures/shards/bovw-"
-
-
 rule encode_shard:
     input:
         images=rules.index_dataset.output.images,
