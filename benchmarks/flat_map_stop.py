@@ -2,14 +2,16 @@
 
 Usage (after a run, e.g. the Holidays-scale grid)::
 
-    python benchmarks/flat_map_stop.py --run /tmp/ndir-holidays-scale [--evaluations 1 2 4]
+    python benchmarks/flat_map_stop.py --run /tmp/ndir-holidays-scale [--evaluations 1 2 4] [--perfect]
 
 Algorithm 1 runs until its objective is below ``sparse.tol``, its line search stalls, or
 ``sparse.max_iter`` steps; its training mAP is often flat long before. For each k, this
 finds in every training history of a run without ``sparse.flat_map_evaluations``
 (``results/sparse/*/*.csv``, evaluated every ``sparse.eval_every`` steps) the
 evaluation at which ``flat_map_evaluations = k`` would have stopped it (training mAP
-(dot) moved by at most ``--tolerance`` over the last k evaluations), and prints:
+(dot) moved by at most ``--tolerance`` over the last k evaluations; with ``--perfect``,
+also at the first evaluation where it is 1, ``sparse.stop_at_perfect_map``; ``none``:
+that stop alone), as ``ndir.stages.sparse.map_stop`` stops a training, and prints:
 
 - the time the trainings would take, from the fit time each projector records (its
   meta's ``fit_seconds``, the history's evaluations left out), counting every step of
@@ -28,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from ndir.projection import load_projector
-from ndir.stages.sparse import FLAT_MAP_TOLERANCE, map_is_flat
+from ndir.stages.sparse import FLAT_MAP_TOLERANCE, map_stop
 
 TABLE2_TAUS = ("0.9", "0.99")
 
@@ -45,21 +47,28 @@ def trainings(run):
     return rows
 
 
-def flat_stop(history, n_evaluations, tolerance):
+def flat_stop(history, n_evaluations, perfect, tolerance):
     """The evaluated row at which a training with ``sparse.flat_map_evaluations`` =
-    ``n_evaluations`` would have stopped (the last row if it never would)."""
+    ``n_evaluations`` and ``sparse.stop_at_perfect_map`` = ``perfect`` would have stopped
+    (the last row if it never would)."""
     evaluated = history.dropna(subset=["train_map_dot"]).reset_index(drop=True)
     maps = evaluated["train_map_dot"].tolist()
     for end in range(1, len(maps) + 1):
-        if map_is_flat(maps[:end], n_evaluations, tolerance):
+        if map_stop(maps[:end], n_evaluations, perfect, tolerance):
             return evaluated.iloc[end - 1]
     return evaluated.iloc[-1]
+
+
+def evaluations(value):
+    """A k of ``--evaluations``: an integer, or ``none`` (no flat stop)."""
+    return None if value.lower() == "none" else int(value)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="the run's working directory")
-    parser.add_argument("--evaluations", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--evaluations", type=evaluations, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--perfect", action="store_true", help="also stop at the first training mAP of 1")
     parser.add_argument(
         "--tolerance", type=float, default=FLAT_MAP_TOLERANCE, help="mAP, as a fraction (1e-3 = 0.1 point)"
     )
@@ -71,14 +80,14 @@ def main():
     for k in args.evaluations:
         kept, changes = 0.0, []
         for tau, history, seconds in runs:
-            stop, last = flat_stop(history, k, args.tolerance), history.iloc[-1]
+            stop, last = flat_stop(history, k, args.perfect, args.tolerance), history.iloc[-1]
             kept += seconds * stop["iteration"] / max(last["iteration"], 1)
             if tau in TABLE2_TAUS:
                 final = history.dropna(subset=["test_map_l2"]).iloc[-1]
                 changes.append(100 * (stop["test_map_l2"] - final["test_map_l2"]))
         changes = pd.Series(changes)
         print(
-            f"k = {k}: trainings {kept:.0f} s ({total - kept:.0f} s saved); Table II test mAP (L2) "
+            f"k = {k}{', or perfect' if args.perfect else ''}: trainings {kept:.0f} s ({total - kept:.0f} s saved); Table II test mAP (L2) "
             f"at the stop minus at the end: mean {changes.mean():+.2f}, {changes.min():+.2f} to "
             f"{changes.max():+.2f} points, {(changes.abs() > 1).sum()} of {changes.size} cells beyond 1 point"
         )

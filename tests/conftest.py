@@ -80,7 +80,7 @@ def paper_grid(tmp_path):
     return config
 
 
-def small_training(max_iter, flat_map_evaluations=None):
+def small_training(max_iter, flat_map_evaluations=None, stop_at_perfect_map=False):
     """Arguments of a small Algorithm 1 training for the stage tests (R = 4, tau = 0.5, an
     evaluation every 5 steps): ``train_sparse_projector``'s cell, seed and ``settings``
     (the config's ``sparse`` keys it reads), ``max_iter`` steps."""
@@ -94,6 +94,7 @@ def small_training(max_iter, flat_map_evaluations=None):
         line_search="projected",
         eval_every=5,
         flat_map_evaluations=flat_map_evaluations,
+        stop_at_perfect_map=stop_at_perfect_map,
     )
     return dict(n_components=4, sparsity=0.5, settings=settings, seed=0)
 

@@ -266,7 +266,7 @@ def _sparse_tables():
     from ndir.stages import sparse
 
     grid = {"n_components": 32, "sparsity": 0.9}
-    return sparse_rank, SparseRankProjector, sparse_rank.projector_params, grid, sparse, {"flat_map_evaluations"}
+    return sparse_rank, SparseRankProjector, sparse_rank.projector_params, grid, sparse, set(sparse.MAP_STOP_KEYS)
 
 
 def _jcf_tables():

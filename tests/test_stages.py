@@ -648,16 +648,16 @@ def _small_training_set(tmp_path, name, seed):
     return images, signatures
 
 
-def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
-    """sparse.flat_map_evaluations: the history of the stopped training is the full
-    training's history up to the first evaluation where map_is_flat holds there, and
-    its projector is the one at that step; None runs to max_iter."""
+def _small_training_stopper(tmp_path, seed):
+    """``train(name, flat_map_evaluations, max_iter=60, stop_at_perfect_map=False)``: the
+    history (DataFrame) and projector (D, R) of a small training on the fv-16
+    signatures of :func:`_small_training_set` drawn with ``seed``."""
     from ndir.projection import load_projector
-    from ndir.stages.sparse import map_is_flat, train_sparse_projector
+    from ndir.stages.sparse import train_sparse_projector
 
-    images, signatures = _small_training_set(tmp_path, "fv-16", seed=3)
+    images, signatures = _small_training_set(tmp_path, "fv-16", seed)
 
-    def train(name, flat_map_evaluations, max_iter=60):
+    def train(name, flat_map_evaluations, max_iter=60, stop_at_perfect_map=False):
         train_sparse_projector(
             images=images,
             signatures=signatures,
@@ -666,10 +666,21 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
             encoding="fv",
             codebook_size=16,
             ns_score=False,
-            **small_training(max_iter, flat_map_evaluations),
+            **small_training(max_iter, flat_map_evaluations, stop_at_perfect_map),
         )
         return pd.read_csv(tmp_path / f"{name}.csv"), load_projector(tmp_path / f"{name}.npz")[0]
 
+    return train
+
+
+def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
+    """sparse.flat_map_evaluations: the history of the stopped training is the full
+    training's history up to the first evaluation where map_is_flat holds there, and
+    its projector is the one at that step; None runs to max_iter."""
+    from ndir.projection import load_projector
+    from ndir.stages.sparse import map_is_flat
+
+    train = _small_training_stopper(tmp_path, seed=3)
     full, _ = train("full", None)
     # The history and the projector record their run, which no path is read for.
     assert full[["signature", "encoding", "K", "R", "tau"]].drop_duplicates().values.tolist() == [
@@ -680,7 +691,7 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
     stopped, projector = train("stopped", 2)
     maps = full["train_map_dot"].dropna().tolist()
     stop = 5 * next(i for i in range(len(maps)) if map_is_flat(maps[: i + 1], 2))
-    # Here training mAP reaches 100 % at step 25 and stays: the stop is at step 35.
+    # Here training mAP reaches 97.9 % at step 25 and stays: the stop is at step 35.
     assert full["iteration"].iloc[-1] == 60 and stop == 35
     # The same curve up to the stop, each history saying what ended it.
     pd.testing.assert_frame_equal(stopped.drop(columns="stopped_by"), full.iloc[: stop + 1].drop(columns="stopped_by"))
@@ -696,6 +707,27 @@ def test_a_training_stopped_on_flat_map_is_the_prefix_of_the_full_one(tmp_path):
     assert (measured["test_map_dot"] <= measured["test_map_dot_high"]).all()
     seconds = load_projector(tmp_path / "full.npz")[1]["fit_seconds"]
     assert seconds > 0 and seconds == round(seconds, 3)
+
+
+def test_a_training_stopped_at_perfect_map_ends_at_its_first_evaluation_of_1(tmp_path):
+    """sparse.stop_at_perfect_map: the training stops at the first evaluation whose
+    training mAP is 1, before a flat stop would; its history is the full one's prefix
+    and its projector the one of a run of exactly that many steps. Without it (and
+    without a flat stop) the training runs on."""
+    train = _small_training_stopper(tmp_path, seed=5)
+    full, _ = train("full", None)
+    maps = full.dropna(subset=["train_map_dot"])
+    perfect = int(maps["iteration"][maps["train_map_dot"] >= 1.0].iloc[0])
+    # Here training mAP reaches 100 % at step 25 (and stays; a flat stop over 2
+    # evaluations would come at step 35), and the full training runs to step 60.
+    assert (perfect, full["iteration"].iloc[-1]) == (25, 60)
+    stopped, projector = train("stopped", 2, stop_at_perfect_map=True)
+    assert stopped["iteration"].iloc[-1] == perfect and set(stopped["stopped_by"]) == {STOP_CALLBACK}
+    pd.testing.assert_frame_equal(
+        stopped.drop(columns="stopped_by"), full.iloc[: perfect + 1].drop(columns="stopped_by")
+    )
+    _, reference = train("reference", None, max_iter=perfect)
+    np.testing.assert_array_equal(projector.toarray(), reference.toarray())
 
 
 def _grouped_signatures(tmp_path, name="fv-8.npy", n_groups=12, dims=16, seed=4):

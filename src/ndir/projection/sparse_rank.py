@@ -93,7 +93,7 @@ LINE_SEARCHES = ("projected", "dense")
 STOP_TOL = "objective below tol"
 STOP_STALLED = "n_iter_no_change steps without a helpful step"
 STOP_MAX_ITER = "max_iter steps"
-STOP_CALLBACK = "the callback (flat training mAP)"
+STOP_CALLBACK = "the callback (flat or perfect training mAP)"
 STOP_REASONS = (STOP_TOL, STOP_STALLED, STOP_MAX_ITER, STOP_CALLBACK)
 
 #: The one table from the workflow's config to the estimator: each key of the config's
@@ -116,8 +116,8 @@ CONFIG_PARAMETERS = {
 #: Keys of the ``sparse`` section that are lists of cells (one value per training).
 CONFIG_GRID = ("dims", "sparsity")
 #: Keys of the ``sparse`` section that no estimator parameter takes: the cells of Figures
-#: 2 and 3, and the workflow's stop on a flat training mAP (its callback's).
-CONFIG_OTHERS = ("convergence_dim", "convergence_sparsity", "flat_map_evaluations")
+#: 2 and 3, and the workflow's stops on the training mAP (its callback's).
+CONFIG_OTHERS = ("convergence_dim", "convergence_sparsity", "flat_map_evaluations", "stop_at_perfect_map")
 
 
 def projector_params(settings, n_components, sparsity, seed):

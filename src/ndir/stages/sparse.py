@@ -37,10 +37,12 @@ SCORINGS = ("dot", "l2")
 #: Training mAP that moves by at most this much (a fraction: 0.1 point) over the
 #: evaluations of ``flat_map_evaluations`` counts as flat.
 FLAT_MAP_TOLERANCE = 1e-3
+#: The workflow's own stops of a training, on its training mAP (:func:`map_stop`).
+MAP_STOP_KEYS = ("flat_map_evaluations", "stop_at_perfect_map")
 #: The keys of the config's ``sparse`` section that a training reads: the estimator's
 #: (:data:`ndir.projection.sparse_rank.CONFIG_PARAMETERS` but the grid of cells, which
-#: reaches a training as its R and tau) and ``flat_map_evaluations``.
-TRAINING_KEYS = (*(key for key in CONFIG_PARAMETERS if key not in CONFIG_GRID), "flat_map_evaluations")
+#: reaches a training as its R and tau) and those of :data:`MAP_STOP_KEYS`.
+TRAINING_KEYS = (*(key for key in CONFIG_PARAMETERS if key not in CONFIG_GRID), *MAP_STOP_KEYS)
 
 
 def training_settings(section):
@@ -58,6 +60,19 @@ def map_is_flat(maps, n_evaluations, tolerance=FLAT_MAP_TOLERANCE):
         return False
     window = maps[-(n_evaluations + 1) :]
     return max(window) - min(window) <= tolerance
+
+
+def map_stop(maps, flat_map_evaluations, stop_at_perfect_map, tolerance=FLAT_MAP_TOLERANCE):
+    """Why a training whose training mAP (dot) was ``maps`` at its evaluations so far
+    stops at the last one, or None: "perfect" (``stop_at_perfect_map`` and a training mAP
+    of 1: every training query ranks all its near duplicates first, and the mAP cannot
+    rise any more), "flat" (:func:`map_is_flat` over ``flat_map_evaluations`` within
+    ``tolerance``; None: never)."""
+    if stop_at_perfect_map and maps[-1] >= 1.0:
+        return "perfect"
+    if flat_map_evaluations is not None and map_is_flat(maps, flat_map_evaluations, tolerance):
+        return "flat"
+    return None
 
 
 def reduced_aps(projector, X, groups, is_query):
@@ -112,7 +127,9 @@ def train_sparse_projector(
 
     With ``settings["flat_map_evaluations"]`` k (None: never), the training also stops at the
     evaluation where its training mAP (dot) has moved by at most
-    :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`).
+    :data:`FLAT_MAP_TOLERANCE` over the last k evaluations (:func:`map_is_flat`); with
+    ``settings["stop_at_perfect_map"]``, at the first evaluation where it is 1
+    (:func:`map_stop`).
     """
     train_sparse_projectors(
         images, signatures, [projector], [history], encoding, codebook_size, [n_components], sparsity, settings, seed,
@@ -168,7 +185,7 @@ def train_cell(
     estimator's ``init="pca"``, fitted by the caller."""
     n_components = initial.shape[1]
     params = {**projector_params(settings, n_components, sparsity, seed), "init": initial}
-    flat_map_evaluations = settings["flat_map_evaluations"]
+    stops = [settings[key] for key in MAP_STOP_KEYS]
     X_train, groups_train, is_query_train = splits["train"]
     if params["n_queries_per_step"] >= is_query_train.sum():
         logger.info(
@@ -195,14 +212,10 @@ def train_cell(
         measured.append(row)
         logger.info("iteration %d: %s", iteration, row)
         evaluation_seconds.append(time.perf_counter() - start)
-        flat = flat_map_evaluations is not None and map_is_flat(
-            [r["train_map_dot"] for r in measured], flat_map_evaluations
-        )
-        if flat:
-            logger.info(
-                "iteration %d: training mAP flat over %d evaluations, stopping", iteration, flat_map_evaluations
-            )
-        return flat
+        stop = map_stop([r["train_map_dot"] for r in measured], *stops)
+        if stop:
+            logger.info("iteration %d: training mAP %s, stopping", iteration, stop)
+        return stop is not None
 
     # n_jobs: the rule's threads, 1; trainings run side by side, one per core.
     model = SparseRankProjector(**params, callback=record, n_jobs=1)
