@@ -86,8 +86,9 @@ def main():
                 final = history.dropna(subset=["test_map_l2"]).iloc[-1]
                 changes.append(100 * (stop["test_map_l2"] - final["test_map_l2"]))
         changes = pd.Series(changes)
+        label = f"k = {k}, or perfect" if args.perfect else f"k = {k}"
         print(
-            f"k = {k}{', or perfect' if args.perfect else ''}: trainings {kept:.0f} s ({total - kept:.0f} s saved); Table II test mAP (L2) "
+            f"{label}: trainings {kept:.0f} s ({total - kept:.0f} s saved); Table II test mAP (L2) "
             f"at the stop minus at the end: mean {changes.mean():+.2f}, {changes.min():+.2f} to "
             f"{changes.max():+.2f} points, {(changes.abs() > 1).sum()} of {changes.size} cells beyond 1 point"
         )
