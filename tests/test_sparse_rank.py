@@ -831,10 +831,13 @@ def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
         np.testing.assert_allclose(descent.Y, X.astype(np.float64) @ descent.UT.T.astype(np.float64), atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("feature_block", [1024, 16])
 @pytest.mark.parametrize("gather_max", [0.0, 1.0])
 @pytest.mark.parametrize("sparse_density", [0.0, 1.0])
-def test_gradient_factors_gather_or_multiply_the_rows_of_x(sparse_density, gather_max, feature_block, monkeypatch):
+def test_gradient_factors_gather_or_multiply_the_rows_of_x(
+    sparse_density, gather_max, feature_block, dtype, monkeypatch
+):
     """dF X goes through dF's non-zeros when they are few (_SPARSE_LOSS_DENSITY);
     otherwise it reads only the rows of X whose column of dF has a non-zero when they
     are few (_GATHER_ROWS_MAX), the whole X otherwise: each way left^T right is G of
@@ -842,8 +845,9 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(sparse_density, gathe
     for a dF with 3 non-zero columns out of 18 (the late-training case), one of them
     all ones and one all minus ones (an image each query counts once, with a weight of
     1: a non-zero column whatever its values), and dF X is the float64 product rounded
-    to float32. With blocks of 16 features, each of the two threads' 20 features spans
-    two blocks, the second one short."""
+    to float32 (float64 factors) or float32 BLAS's product (float32 factors, the dense
+    search's update). With blocks of 16 features, each of the two threads' 20 features
+    spans two blocks, the second one short."""
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_descent, "_SPARSE_LOSS_DENSITY", sparse_density)
@@ -858,12 +862,16 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(sparse_density, gathe
     with ThreadPoolExecutor(2) as pool:
         descent = _descent.Descent(X, problem.gram, U0, 40, False, "dense", pool, 2)
         Z = dF @ descent.Y
-        left, right = descent.gradient_factors(rows, dF, Z)
+        left, right = descent.gradient_factors(rows, dF, Z, dtype)
+    assert left.dtype == right.dtype == dtype
     X64, Y = X.astype(np.float64), descent.Y
     G = sum(np.outer(X64[q], dF[k] @ Y) + np.outer(X64.T @ dF[k], Y[q]) for k, q in enumerate(rows))
     np.testing.assert_allclose(left.T.astype(np.float64) @ right, G, atol=1e-5 * np.abs(G).max())
     loss_rows = sum(np.outer(dF[:, j], X64[j]) for j in (4, 11, 16))
-    np.testing.assert_allclose(left[rows.size :], loss_rows.astype(np.float32), rtol=2**-23, atol=0)
+    if dtype == np.float64:
+        np.testing.assert_allclose(left[rows.size :], loss_rows.astype(np.float32), rtol=2**-23, atol=0)
+    else:
+        np.testing.assert_allclose(left[rows.size :], loss_rows, rtol=1e-6, atol=1e-6 * np.abs(loss_rows).max())
 
 
 @pytest.mark.parametrize("line_search", ["projected", "dense"])

@@ -26,7 +26,8 @@ l0 projection and the dense products of moved entries, are summed in float64 and
 rounded to float32 once; with the Gram matrix and the PCA start summed in float64 too,
 a training's steps are bit-identical across kernels but for a float64 sum that falls on
 a float32 rounding tie (``benchmarks/table2_spread.py`` measures what is left). The
-dense search's update (:meth:`Descent._update`) and dense ``X U`` stay float32 BLAS.
+dense search's update (:meth:`Descent._update`), its gradient factors among them, and
+dense ``X U`` stay float32 BLAS.
 About a quarter more time per step at D = 40,960, R = 256, tau = 0.9.
 
 Threads: BLAS runs single-threaded inside a step (``threadpoolctl``); the large
@@ -244,26 +245,32 @@ class Descent:
         self.thresholds = np.abs(proposal.values).min(axis=1)
         self.Y = self.product(proposal.kept, proposal.values) if self.refresh_due() else proposal.Y
 
-    def gradient_factors(self, rows, dF, Z):
-        """G = left^T right (Eq. 14): left (2P, D) float64 = [X_S; dF X], right (2P, R)
-        float64, Fortran order, = [Z; Y_S].
+    def gradient_factors(self, rows, dF, Z, dtype=np.float64):
+        """G = left^T right (Eq. 14): left (2P, D) = [X_S; dF X], right (2P, R), Fortran
+        order, = [Z; Y_S], both of ``dtype``.
 
-        In float64, as the products that read them (:meth:`gradient_entries`,
-        :meth:`gradient_sample`): summed in float32 by BLAS, G's last bits changed with
-        the OpenBLAS kernel, and with them which entries the l0 projection kept.
+        float64 for the products that read them (:meth:`gradient_entries`,
+        :meth:`gradient_sample`), with dF X summed in float64 and rounded to float32
+        once: summed in float32 by BLAS, G's last bits changed with the OpenBLAS kernel,
+        and with them which entries the l0 projection kept. float32 for the dense
+        search's update (:meth:`_update`), whose float32 GEMM depends on the kernel
+        anyway: dF X by float32 BLAS, without converting X to float64 (D = 81,920,
+        N = 745, from random U: 0.140 against 0.084 s a step at tau = 0 on 2 threads,
+        ``bench_sparse_rank.py``).
         """
-        left = np.empty((2 * rows.size, self.X.shape[1]))
+        left = np.empty((2 * rows.size, self.X.shape[1]), dtype=dtype)
         left[: rows.size] = self.X[rows]
         weights, used = _loss_weights(dF)
+        weights = weights.astype(dtype, copy=False)
         self.blocks(lambda a, b: self._loss_rows(weights, used, left[rows.size :], a, b), left.shape[1])
-        right = np.asfortranarray(np.vstack([Z, self.Y[rows]]))
+        right = np.asfortranarray(np.vstack([Z, self.Y[rows]]), dtype=dtype)
         return left, right
 
     def _update(self, mu, rows, dF, Z):
         """U <- U - mu G in place (Eq. 15 for descent), by float32 BLAS: the dense
         search's update, whose bits depend on the BLAS kernel (the projected search's
         step is committed by :meth:`_commit` instead)."""
-        left, right = (np.asarray(factor, dtype=np.float32, order="F") for factor in self.gradient_factors(rows, dF, Z))
+        left, right = self.gradient_factors(rows, dF, Z, np.float32)
         self.blocks(
             lambda a, b: sgemm(-mu, left.T, right[:, a:b], beta=1.0, c=self.UT[a:b].T, overwrite_c=True),
             self.UT.shape[0],
@@ -339,8 +346,12 @@ class Descent:
 
     def _loss_rows(self, weights, used, out, start, stop):
         """``out[:, start:stop] = (dF X)[:, start:stop]`` for dF's ``weights`` on the rows
-        ``used`` of X (:func:`_loss_weights`), summed in float64 ``_FEATURE_BLOCK``
-        features at a time and rounded to float32."""
+        ``used`` of X (:func:`_loss_weights`): into a float64 ``out``, summed in float64
+        ``_FEATURE_BLOCK`` features at a time and rounded to float32; into a float32 one
+        (float32 ``weights``), by one float32 product."""
+        if out.dtype == np.float32:
+            out[:, start:stop] = weights @ self.X[used, start:stop]
+            return
         # dF (P, n) times a block of X's columns in float64 (n, w): a third of the time
         # of converting the strided rows of X^T (FV-256: 24 against 73 ms a step), and
         # the same bits on the 53 trainings of the default run.
