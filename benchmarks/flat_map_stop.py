@@ -47,7 +47,7 @@ def trainings(run):
     return rows
 
 
-def flat_stop(history, n_evaluations, perfect, tolerance):
+def stop_row(history, n_evaluations, perfect, tolerance):
     """The evaluated row at which a training with ``sparse.flat_map_evaluations`` =
     ``n_evaluations`` and ``sparse.stop_at_perfect_map`` = ``perfect`` would have stopped
     (the last row if it never would)."""
@@ -80,7 +80,7 @@ def main():
     for k in args.evaluations:
         kept, changes = 0.0, []
         for tau, history, seconds in runs:
-            stop, last = flat_stop(history, k, args.perfect, args.tolerance), history.iloc[-1]
+            stop, last = stop_row(history, k, args.perfect, args.tolerance), history.iloc[-1]
             kept += seconds * stop["iteration"] / max(last["iteration"], 1)
             if tau in TABLE2_TAUS:
                 final = history.dropna(subset=["test_map_l2"]).iloc[-1]
