@@ -718,9 +718,10 @@ def test_a_training_stopped_at_perfect_map_ends_at_its_first_evaluation_of_1(tmp
     full, _ = train("full", None)
     maps = full.dropna(subset=["train_map_dot"])
     perfect = int(maps["iteration"][maps["train_map_dot"] >= 1.0].iloc[0])
-    # Here training mAP reaches 100 % at step 25 (and stays; a flat stop over 2
-    # evaluations would come at step 35), and the full training runs to step 60.
-    assert (perfect, full["iteration"].iloc[-1]) == (25, 60)
+    # Here training mAP reaches 100 % at step 25 and stays; the full training runs on,
+    # to step 60 (to step 35 under OpenBLAS Haswell, where its objective reaches 0
+    # there), and a flat stop over 2 evaluations would come at step 35.
+    assert perfect == 25 and full["iteration"].iloc[-1] >= perfect + 10
     stopped, projector = train("stopped", 2, stop_at_perfect_map=True)
     assert stopped["iteration"].iloc[-1] == perfect and set(stopped["stopped_by"]) == {STOP_CALLBACK}
     pd.testing.assert_frame_equal(
