@@ -827,8 +827,39 @@ def test_dense_steps_keep_unit_columns_and_y_equals_x_u():
         descent = _descent.Descent(X, problem.gram, U0, 40, True, "dense", pool, 2)
         mu, _ = descent.step(problem, selected)
         assert mu > 0.0 and not descent.refresh_due()
-        np.testing.assert_allclose(np.linalg.norm(descent.UT, axis=1), 1.0, atol=1e-5)
-        np.testing.assert_allclose(descent.Y, X.astype(np.float64) @ descent.UT.T.astype(np.float64), atol=1e-5)
+        U = descent.components().toarray().astype(np.float64)
+        np.testing.assert_allclose(np.linalg.norm(U, axis=0), 1.0, atol=1e-5)
+        np.testing.assert_allclose(descent.Y, X.astype(np.float64) @ U, atol=1e-5)
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_dense_steps_follow_the_explicit_update_of_u(renormalize, monkeypatch):
+    """Without sparsity the descent holds U as U_0 diag(s) + X^T A and never forms it
+    during a step: after each of 7 steps its components equal U updated explicitly, in
+    float64, as Algorithm 1 writes it (U - mu X^T B with the step's mu and B, then unit
+    columns), and Y equals X U; with refreshes (every 3rd step here) recomputing Y and
+    the norms from s and A."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_descent, "_REFRESH_EVERY", 3)
+    X, groups, query_rows, U0, problem, _ = line_problem(8, 30, 4, 6, [0])
+    X64 = X.astype(np.float64)
+    U = U0.astype(np.float64)
+    if renormalize:
+        U /= np.linalg.norm(U, axis=0)
+    rng = np.random.default_rng(2)
+    with ThreadPoolExecutor(2) as pool:
+        descent = _descent.Descent(X, problem.gram, U0, 30, renormalize, "dense", pool, 2)
+        for _ in range(7):
+            selected = rng.choice(len(query_rows), 4, replace=False)
+            _, _, _, _, B, _ = _ranking.gradient(problem, descent.Y, selected)
+            mu, _ = descent.step(problem, selected)
+            assert mu > 0.0
+            U = U - mu * X64.T @ B
+            if renormalize:
+                U /= np.linalg.norm(U, axis=0)
+            np.testing.assert_allclose(descent.components().toarray(), U, rtol=0, atol=1e-5)
+            np.testing.assert_allclose(descent.Y, X64 @ U, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -998,7 +1029,9 @@ def test_y_is_recomputed_from_x_u_and_u_renormalised_every_refresh_steps(monkeyp
     """Every _REFRESH_EVERY-th dense step recomputes Y as X U and rescales U's columns
     to unit norm from scratch, wiping out the drift of the steps that update them:
     here a drift injected into Y and into a column of U before the refresh step
-    (_REFRESH_EVERY = 2) is gone after it, and stays after a step that is not one."""
+    (_REFRESH_EVERY = 2) is gone after it, and stays after a step that is not one.
+    Without sparsity U = U_0 diag(s) + X^T A: the drift of its column 1 is injected
+    into s and A."""
     from concurrent.futures import ThreadPoolExecutor
 
     monkeypatch.setattr(_descent, "_REFRESH_EVERY", 2)
@@ -1008,10 +1041,11 @@ def test_y_is_recomputed_from_x_u_and_u_renormalised_every_refresh_steps(monkeyp
         descent = _descent.Descent(X, problem.gram, U0, 40, True, "dense", pool, 2)
         for refresh in (False, True):
             descent.Y = descent.Y + drift
-            descent.UT[1] *= 1.25
+            descent.scales[1] *= 1.25
+            descent.coefficients[:, 1] *= 1.25
             mu, _ = descent.step(problem, selected)
             assert mu > 0.0 and descent.refresh_due() == refresh
-            Y, UT = descent.Y.copy(), descent.UT.astype(np.float64)
+            Y, UT = descent.Y.copy(), descent.components().toarray().T.astype(np.float64)
             exact = X.astype(np.float64) @ UT.T
             if refresh:
                 np.testing.assert_allclose(Y, exact, atol=1e-5)
@@ -1049,15 +1083,18 @@ def test_a_step_on_queries_whose_constraints_hold_does_not_move(line_search, n_k
         np.testing.assert_array_equal(descent.Y, Y)
 
 
-def test_a_zero_projector_stays_zero_among_unit_columns():
+@pytest.mark.parametrize("sparsity", [0.5, 0.0])
+def test_a_zero_projector_stays_zero_among_unit_columns(sparsity, monkeypatch):
     """A column of U that is zero (here in a given start) has a zero gradient (its
-    scores are all zero) and stays zero through projected steps with renormalize: no
-    division of 0 by its norm 0 (NaN), while the other columns keep unit norms and
+    scores are all zero) and stays zero through projected steps, or dense ones whose
+    norms are recomputed at every other step (_REFRESH_EVERY = 2), with renormalize:
+    no division of 0 by its norm 0 (NaN), while the other columns keep unit norms and
     the steps move."""
+    monkeypatch.setattr(_descent, "_REFRESH_EVERY", 2)
     X, groups, _ = grouped(8, 3, 40, noise=1.5, seed=2)
     init = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
     init[:, 2] = 0.0
-    model = SparseRankProjector(4, sparsity=0.5, max_iter=5, tol=0.0, init=init, random_state=0).fit(X, groups)
+    model = SparseRankProjector(4, sparsity=sparsity, max_iter=5, tol=0.0, init=init, random_state=0).fit(X, groups)
     U = model.components_.toarray()
     assert np.all(model.step_sizes_ > 0.0) and np.all(np.isfinite(model.objective_))
     assert np.all(U[:, 2] == 0.0)

@@ -2,21 +2,26 @@
 projection (Eq. 17) and the projection ``Y = X U`` of the training set.
 
 - :class:`Descent`: U (as U^T, dense float32, zeros included), the support of each
-  column when sparse, and ``Y = X U`` (float64). :meth:`Descent.step` is one
-  iteration: the selected queries' gradient (Eq. 14, :func:`~._ranking.gradient`),
-  the learning rate by golden-section search on the dense or the projected objective
+  column when sparse, and ``Y = X U`` (float64); without sparsity U is held as
+  ``U_0 diag(s) + X^T A`` instead (below). :meth:`Descent.step` is one iteration: the
+  selected queries' gradient (Eq. 14, :func:`~._ranking.gradient`), the learning rate
+  by golden-section search on the dense or the projected objective
   (``ndir.projection._line_search``), the update ``U <- U - mu G`` (Eq. 15 with the
   descent sign), the l0 projection and, optionally, unit columns; then Y again.
 - :func:`_l0_project`: keeps the M largest magnitudes of each column (Eq. 17-19).
 
-Cost of a step (N images, P queries, R outputs, D dimensions). G is never formed for the
-update: ``X_S^T Z + (dF X)^T Y_S`` is applied by one in-place GEMM, O(P N D + P D R), dF
-X in O(nnz(dF) D) once few constraints are violated, and ``X G = K B`` comes from the
-Gram matrix. The l0 projection is a selection per column (no sort). Y is recomputed from
-the sparse U in O(N nnz(U)), reading blocks of X^T that stay in cache, or by dense BLAS
-above ``SPARSE_DENSITY_MAX`` non-zeros. Without sparsity, and after a projected step, Y
-is updated from the step instead, and recomputed from U every ``_REFRESH_EVERY`` steps
-against float32 drift. The projected search reads G at the supports and at the largest
+Cost of a step (N images, P queries, R outputs, D dimensions). G = X^T B (B (N, R), Eq.
+14) is never formed for the update: ``X_S^T Z + (dF X)^T Y_S`` is applied by one in-place
+GEMM, O(P N D + P D R), dF X in O(nnz(dF) D) once few constraints are violated, and ``X G
+= K B`` comes from the Gram matrix. The l0 projection is a selection per column (no
+sort). Y is recomputed from the sparse U in O(N nnz(U)), reading blocks of X^T that stay
+in cache, or by dense BLAS above ``SPARSE_DENSITY_MAX`` non-zeros. After a projected
+step Y is updated from the step instead, and recomputed from U every ``_REFRESH_EVERY``
+steps against float32 drift. Without sparsity no step reads X or U: every update adds
+``-mu X^T B`` to U and rescales its columns, so U stays ``U_0 diag(s) + X^T A`` (the
+start U_0, s (R,), A (N, R), float64), a step updates s, A and Y = X U_0 diag(s) + K A
+in O(N R) given K B, and U is formed, ``diag(s) U_0^T + A^T X``, only when asked for
+(:meth:`Descent.components`). The projected search reads G at the supports and at the largest
 entries outside them, which :meth:`Descent.gradient_entries` takes from G^T formed
 ``_FEATURE_BLOCK`` features at a time (O(P D R), never stored whole).
 
@@ -98,7 +103,9 @@ class Descent:
     ``UT`` (R, D) float32 holds U transposed, zeros included (a column of U per
     contiguous row, for the per-column selection and the in-place update); ``Y``
     (N, R) float64 is X U; when sparse, ``kept`` and ``values`` (R, M) are the row
-    indices and values of the entries of each column of U.
+    indices and values of the entries of each column of U. Without sparsity ``UT``
+    holds the start U_0^T and U = U_0 diag(``scales``) + X^T ``coefficients`` (s (R,),
+    A (N, R) float64; ``start_Y`` = X U_0).
 
     The descent is the only writer of this state: the projected search
     (:class:`~._line_search.ProjectedLine`) reads it and proposes the point its step
@@ -146,6 +153,12 @@ class Descent:
                 if renormalize:
                     self.blocks(self._normalize_rows, n_outputs)
                 self.Y = self._dense_product()
+                # Every dense step adds a multiple of G = X^T B to U: U stays
+                # U_0 diag(s) + X^T A, with U_0 = UT^T the start (never changed).
+                self.start_Y = self.Y.copy()
+                self.start_sq_norms = np.einsum("rd,rd->r", self.UT, self.UT, dtype=np.float64)
+                self.scales = np.ones(n_outputs)
+                self.coefficients = np.zeros((X.shape[0], n_outputs))
 
     def step(self, problem, selected):
         """One iteration of Algorithm 1 on the queries ``selected``.
@@ -168,7 +181,7 @@ class Descent:
         """U as a (D, R) float32 CSC matrix with exactly M stored entries per column."""
         if self.sparse:
             return stored_components(self.kept, self.values, self.UT.shape[1])
-        return dense_components(self.UT)
+        return dense_components(self._span_components())
 
     def first_trial(self, max_step):
         """The projected search's first step: ``_PROJECTED_WARM_START`` times the last
@@ -214,22 +227,63 @@ class Descent:
         unprojected = float(problem.losses(self.Y - mu * H).sum())
         if mu == 0.0:
             return 0.0, unprojected
-        self._update(mu, rows, dF, Z)
         if self.sparse:
+            self._update(mu, rows, dF, Z)
             self._project()
-            return mu, unprojected
+        else:
+            self._move_in_span(mu, B, H)
+        return mu, unprojected
+
+    def _move_in_span(self, mu, B, H):
+        """U <- U - mu G without sparsity, in O(N R) (O(N^2 R) on refresh steps), U
+        never formed: G = X^T B, so A <- A - mu B and Y <- Y - mu K B (H = K B). With
+        renormalize each column is then divided by |u_r - mu g_r|, from |u_r| = 1,
+        u_r.g_r = (Y^T B)_rr and |g_r|^2 = (B^T K B)_rr. Every ``_REFRESH_EVERY`` steps
+        Y and the norms are recomputed from s and A (:meth:`_refresh_span`)."""
         if self.renormalize:
-            # |u_r - mu g_r|^2 with |u_r| = 1, u_r.g_r = (Y^T B)_rr, |g_r|^2 = (B^T K B)_rr.
             norms = np.sqrt(1.0 - 2.0 * mu * np.einsum("nr,nr->r", self.Y, B) + mu**2 * np.einsum("nr,nr->r", B, H))
-            self.blocks(lambda a, b: _divide_rows(self.UT[a:b], norms[a:b]), norms.size)
+        self.coefficients -= mu * B
         self.Y = self.Y - mu * H
         if self.renormalize:
-            self.Y /= norms
+            self._rescale_span(norms)
         if self.refresh_due():
-            if self.renormalize:
-                self.blocks(self._normalize_rows, self.UT.shape[0])
-            self.Y = self._dense_product()
-        return mu, unprojected
+            self._refresh_span()
+
+    def _rescale_span(self, norms):
+        """Divide column r of U = U_0 diag(s) + X^T A, and of Y, by ``norms[r]``."""
+        self.scales /= norms
+        self.coefficients /= norms
+        self.Y /= norms
+
+    def _refresh_span(self):
+        """Y = X U_0 diag(s) + K A and, with renormalize, unit columns from
+        |u_r|^2 = s_r^2 |u0_r|^2 + 2 s_r (X u0_r).a_r + a_r^T K a_r, all in float64:
+        what the steps' updates of Y and of the norms drift from by rounding."""
+        KA = self.gram @ self.coefficients
+        self.Y = self.start_Y * self.scales + KA
+        if self.renormalize:
+            sq_norms = (
+                self.scales**2 * self.start_sq_norms
+                + 2.0 * self.scales * np.einsum("nr,nr->r", self.start_Y, self.coefficients)
+                + np.einsum("nr,nr->r", self.coefficients, KA)
+            )
+            norms = np.sqrt(np.maximum(sq_norms, 0.0))
+            norms[norms == 0.0] = 1.0  # a zero column stays zero
+            self._rescale_span(norms)
+
+    def _span_components(self):
+        """U^T (R, D) float32 = diag(s) U_0^T + A^T X, by single-threaded float32 BLAS
+        over blocks of ``_FEATURE_BLOCK`` features, so that its bits depend neither on
+        the number of threads nor on the pool (shut down when a fit sets its final state)."""
+        UT = np.empty_like(self.UT)
+        AT = self.coefficients.T.astype(np.float32)
+        scales = self.scales.astype(np.float32)[:, None]
+        with self.blas.limit(limits=1, user_api="blas"):
+            for start in range(0, UT.shape[1], _FEATURE_BLOCK):
+                block = slice(start, start + _FEATURE_BLOCK)
+                UT[:, block] = AT @ self.X[:, block]
+                UT[:, block] += scales * self.UT[:, block]
+        return UT
 
     def _commit(self, proposal):
         """Make the projected search's :class:`~._line_search.Proposal` the current
