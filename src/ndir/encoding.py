@@ -314,27 +314,42 @@ def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE
     s2 : (K, D) float64
     log_likelihood : float, ``sum_t log p(x_t)``.
     """
-    n_components, dim = means.shape
     coefficients = _log_joint_coefficients(weights, means, variances)
-    totals = np.zeros((n_components, 2 * dim + 1), dtype=np.float64)
+    totals = np.zeros((coefficients.shape[1], coefficients.shape[0]), dtype=np.float64)
     log_likelihood = 0.0
     for start in range(0, len(descriptors), chunk_size):
-        block = np.asarray(descriptors[start : start + chunk_size], dtype=np.float32)
-        augmented = _augment(block)
-        # Components by row, (K, n): the maxima and sums over the components are then
-        # element-wise operations between rows, faster than reductions along the rows
-        # of (n, K), and the posteriors are the second GEMM's left factor as they are
-        # (a block of the default run's FV: 2.8 against 2.3 ms at K = 64, 7.5 against
-        # 7.0 at K = 256; one thread).
-        unnormalised, row_sum, row_max = _unnormalised_posteriors(coefficients.T @ augmented.T, axis=0)
-        log_likelihood += float(np.sum(row_max, dtype=np.float64) + np.sum(np.log(row_sum), dtype=np.float64))
-        # gamma = unnormalised / row_sum: normalise whichever factor of the second
-        # GEMM is smaller, the (K, n) posteriors or the (n, 2D+1) descriptors.
-        if n_components > 2 * dim + 1:
-            augmented /= row_sum[:, None]
-        else:
-            unnormalised /= row_sum
-        totals += unnormalised @ augmented
+        block_totals, block_log_likelihood = _block_statistics(descriptors[start : start + chunk_size], coefficients)
+        totals += block_totals
+        log_likelihood += block_log_likelihood
+    return _split_statistics(totals, log_likelihood)
+
+
+def _block_statistics(block, coefficients):
+    """``gamma^T [x^2, x, 1]`` (K, 2D+1) float64 and the log-likelihood (float) of one
+    block of descriptors (n, D), given the log joint's coefficients (2D+1, K) of
+    :func:`_log_joint_coefficients` (computed once per signature, not per block)."""
+    n_components = coefficients.shape[1]
+    augmented = _augment(np.asarray(block, dtype=np.float32))
+    # Components by row, (K, n): the maxima and sums over the components are then
+    # element-wise operations between rows, faster than reductions along the rows
+    # of (n, K), and the posteriors are the second GEMM's left factor as they are
+    # (a block of the default run's FV: 2.8 against 2.3 ms at K = 64, 7.5 against
+    # 7.0 at K = 256; one thread).
+    unnormalised, row_sum, row_max = _unnormalised_posteriors(coefficients.T @ augmented.T, axis=0)
+    log_likelihood = float(np.sum(row_max, dtype=np.float64) + np.sum(np.log(row_sum), dtype=np.float64))
+    # gamma = unnormalised / row_sum: normalise whichever factor of the second
+    # GEMM is smaller, the (K, n) posteriors or the (n, 2D+1) descriptors.
+    if n_components > augmented.shape[1]:
+        augmented /= row_sum[:, None]
+    else:
+        unnormalised /= row_sum
+    return (unnormalised @ augmented).astype(np.float64), log_likelihood
+
+
+def _split_statistics(totals, log_likelihood):
+    """(s0, s1, s2, log_likelihood) of :func:`gmm_statistics` from the summed (K, 2D+1)
+    ``gamma^T [x^2, x, 1]``."""
+    dim = totals.shape[1] // 2
     return totals[:, 2 * dim], totals[:, dim : 2 * dim], totals[:, :dim], log_likelihood
 
 
@@ -344,15 +359,14 @@ def blocked_gmm_statistics(descriptors, weights, means, variances, block_map=map
     the same values, to the bit, as one call of :func:`gmm_statistics` (which sums
     the same blocks in the same order).
     """
-    parts = list(
-        block_map(
-            lambda block: gmm_statistics(block, weights, means, variances),
-            row_blocks(descriptors),
-        )
-    )
-    if not parts:  # no descriptors: gmm_statistics' zeros
-        return gmm_statistics(descriptors, weights, means, variances)
-    return tuple(sum(values) for values in zip(*parts))
+    coefficients = _log_joint_coefficients(weights, means, variances)
+    parts = list(block_map(lambda block: _block_statistics(block, coefficients), row_blocks(descriptors)))
+    totals = np.zeros((coefficients.shape[1], coefficients.shape[0]), dtype=np.float64)
+    log_likelihood = 0.0
+    for block_totals, block_log_likelihood in parts:
+        totals += block_totals
+        log_likelihood += block_log_likelihood
+    return _split_statistics(totals, log_likelihood)
 
 
 def fisher_vector(descriptors, weights, means, variances, block_map=map):
