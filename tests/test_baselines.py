@@ -117,8 +117,10 @@ def test_pq_refuses_a_pca_it_cannot_quantise(splits):
 
 
 def _fitted_alone(baseline, X, groups, nbits):
-    """``baseline`` fitted as if alone in its grid: its own PCA, and thresholded PCA's
-    own copy of X^T (what :func:`evaluate_baselines` computes once for the grid)."""
+    """``baseline`` fitted as if alone in its grid: its own PCA (what
+    :func:`evaluate_baselines` computes once for the grid), and thresholded PCA as the
+    start of a SparseRankProjector fitted with max_iter=0, the path ThresholdedPCA
+    replaces (without the ranking problem that fit sets up)."""
     R = baseline.R
     if baseline.family == "whitened PCA":
         return PCAProjection(R, whiten=True).fit(X)
@@ -136,9 +138,10 @@ def _fitted_alone(baseline, X, groups, nbits):
 
 def test_shared_fits_give_the_records_of_models_fitted_alone(splits):
     """evaluate_baselines shares one PCA of several R between whitened PCA, thresholded
-    PCA and PQ, thresholded PCA's X^T and the random projections' test X^T: every
-    record (but its time) the same, bit for bit, as each model fitted and applied
-    alone, scikit-learn's transform included."""
+    PCA and PQ, and the random projections' test X^T, and thresholds PCA without a
+    ranking problem (ThresholdedPCA): every record (but its time) the same, bit for
+    bit, as each model fitted and applied alone, scikit-learn's transform and
+    SparseRankProjector(max_iter=0) included."""
     grid = baseline_grid([8, 16], [0.9, 0.0], [0, 1], [4], 4, 2, 100)
     assert len({b.R for b in grid if b.family == "PQ"}) == 2
     shared = evaluate_baselines(splits, "fv-x", grid, nbits=4).drop(columns="train_s")

@@ -145,6 +145,22 @@ def thresholded_components(components, sparsity, renormalize):
     return initial_components(components, n_kept(sparsity, components.shape[0]), renormalize)
 
 
+def project_components(components, X, n_jobs=1):
+    """``X U`` (n, R) float32 through a projector U, ``components`` (D, R) scipy sparse
+    with the same number M of stored entries in each column (a learned projector, or
+    its start :func:`thresholded_components`), as :meth:`SparseRankProjector.transform`
+    computes it: through the stored entries (:func:`~ndir.projection.product.sparse_batch_product`
+    on ``n_jobs`` threads) when M / D is at most ``SPARSE_DENSITY_MAX``, by float64 BLAS
+    (:func:`~ndir.projection.product.float64_product`) above. Either way a row's result
+    depends neither on its batch-mates nor on the threads. ``X``: (n, D) float32, or its
+    :class:`~ndir.projection.product.TransposedBlocks`."""
+    n_features, n_components = components.shape
+    if components.nnz / n_components / n_features <= SPARSE_DENSITY_MAX:
+        return sparse_batch_product(components, X, n_jobs)
+    signatures = X.X if isinstance(X, TransposedBlocks) else X
+    return float64_product(signatures, components.astype(np.float64).toarray())
+
+
 class SparseRankProjector(TransformerMixin, BaseEstimator):
     """Projection learned to rank near duplicates first, with M non-zeros per column.
 
@@ -405,18 +421,14 @@ class SparseRankProjector(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         if isinstance(X, TransposedBlocks):
-            signatures = X.X
             if X.shape[1] != self.n_features_in_:
                 raise ValueError(
                     f"X has {X.shape[1]} features, but SparseRankProjector is expecting "
                     f"{self.n_features_in_} features as input"
                 )
         else:
-            X = signatures = validate_data(self, X, dtype=np.float32, reset=False)
-        if self.n_nonzero_ / X.shape[1] <= SPARSE_DENSITY_MAX:
-            Y = sparse_batch_product(self.components_, X, self._n_threads())
-        else:
-            Y = float64_product(signatures, self.components_.astype(np.float64).toarray())
+            X = validate_data(self, X, dtype=np.float32, reset=False)
+        Y = project_components(self.components_, X, self._n_threads())
         if self.normalize:
             Y = l2_normalise_rows(Y)
         return Y

@@ -31,12 +31,12 @@ from ndir.evaluation import map_from_scores
 from ndir.jcf import JCF
 from ndir.model_files import read_result
 from ndir.projection import fit_pca, load_projector
-from ndir.projection.sparse_rank import thresholded_components
+from ndir.projection.sparse_rank import project_components, thresholded_components
 from ndir.report import input_label, signature_label
 from ndir.similarity_matrix import SparseSimilarityMatrix
 from ndir.stages.common import read_image_table, split_rows, split_signatures
 from ndir.stages.jcf import load_features
-from ndir.stages.readings import Checks, check_tables, pooling_similarities_of, project
+from ndir.stages.readings import Checks, check_tables, pooling_similarities_of
 from ndir.stages.seeds import SOML_VARIANTS
 from ndir.stages.sparse import read_history
 
@@ -108,12 +108,12 @@ def projector_methods(images, signatures, signature_names, projectors, table1_di
                 start = thresholded_components(pca.components_, tau, renormalize)
                 run.start[name, tau, R] = scored.dot(
                     f"{name}/thresholded-R{R}-tau{tau:g}", f"{label} thresholded PCA R = {R}, {_tau_text(tau)}", group,
-                    l2_normalise_rows(project(start, X_test)),
+                    l2_normalise_rows(project_components(start, X_test)),
                     family=THRESHOLDED, R=R, tau=tau, record=(f"thresholded PCA R={R} τ={tau:g}", name), **common,
                 )  # fmt: skip
                 run.learned[name, tau, R] = scored.dot(
                     f"{name}/sparse-R{R}-tau{tau:g}", f"{label} sparse rank R = {R}, {_tau_text(tau)} (learned)", group,
-                    l2_normalise_rows(project(U, X_test)),
+                    l2_normalise_rows(project_components(U, X_test)),
                     family=LEARNED, R=R, tau=tau, record=(f"sparse rank R={R} τ={tau:g}", name), **common,
                 )  # fmt: skip
         methods += scored.methods

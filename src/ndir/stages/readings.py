@@ -27,8 +27,7 @@ from ndir.evaluation import holidays_map, map_from_scores
 from ndir.jcf import JCF
 from ndir.model_files import read_result
 from ndir.projection import fit_pca, load_projector
-from ndir.projection.product import float64_product, sparse_batch_product
-from ndir.projection.sparse_rank import SPARSE_DENSITY_MAX, thresholded_components
+from ndir.projection.sparse_rank import project_components, thresholded_components
 from ndir.report import (
     is_inria_holidays,
     load_paper_table1,
@@ -58,16 +57,6 @@ def precomputed_aps(scores, groups, is_query):
     :func:`ndir.comparison.record_quality` scores the models that score pairs."""
     query_rows = np.flatnonzero(is_query)
     return map_from_scores(np.asarray(scores, dtype=np.float64)[query_rows], query_rows, groups, True)[1]
-
-
-def project(U, X):
-    """``X U`` through a sparse projector U (D, R) with the same number of stored entries
-    in each column, as :meth:`SparseRankProjector.transform` computes it (sparse below
-    its density threshold, float64 BLAS above): the same reductions as the training
-    history scored."""
-    if U.nnz / U.shape[1] / X.shape[1] <= SPARSE_DENSITY_MAX:
-        return sparse_batch_product(U, X, 1)
-    return float64_product(X, U.astype(np.float64).toarray())
 
 
 class Checks:
@@ -130,9 +119,9 @@ def projector_aps(images, signatures, signature_names, projectors, histories, ta
             run.pca[name, R] = test_aps(pca[R].transform(X_test), groups, is_query)
         for U, meta, history in by_signature.get(name, []):
             R, tau = int(meta["n_components"]), float(meta["sparsity"])
-            run.learned[name, tau, R] = test_aps(l2_normalise_rows(project(U, X_test)), groups, is_query)
+            run.learned[name, tau, R] = test_aps(l2_normalise_rows(project_components(U, X_test)), groups, is_query)
             start = thresholded_components(pca[R].components_, tau, renormalize)
-            run.start[name, tau, R] = test_aps(l2_normalise_rows(project(start, X_test)), groups, is_query)
+            run.start[name, tau, R] = test_aps(l2_normalise_rows(project_components(start, X_test)), groups, is_query)
             curve = read_history(history)[3]
             initial = curve["test_map_l2"].dropna()
             if len(initial):
