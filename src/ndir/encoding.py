@@ -314,11 +314,17 @@ def gmm_statistics(descriptors, weights, means, variances, chunk_size=CHUNK_SIZE
     s2 : (K, D) float64
     log_likelihood : float, ``sum_t log p(x_t)``.
     """
+    return _summed_statistics(descriptors, weights, means, variances, map, chunk_size)
+
+
+def _summed_statistics(descriptors, weights, means, variances, block_map, chunk_size):
+    """:func:`gmm_statistics` of the blocks of ``chunk_size`` descriptors run by
+    ``block_map``, summed in block order; the log joint's coefficients computed once."""
     coefficients = _log_joint_coefficients(weights, means, variances)
+    parts = block_map(lambda block: _block_statistics(block, coefficients), row_blocks(descriptors, chunk_size))
     totals = np.zeros((coefficients.shape[1], coefficients.shape[0]), dtype=np.float64)
     log_likelihood = 0.0
-    for start in range(0, len(descriptors), chunk_size):
-        block_totals, block_log_likelihood = _block_statistics(descriptors[start : start + chunk_size], coefficients)
+    for block_totals, block_log_likelihood in parts:
         totals += block_totals
         log_likelihood += block_log_likelihood
     return _split_statistics(totals, log_likelihood)
@@ -359,14 +365,7 @@ def blocked_gmm_statistics(descriptors, weights, means, variances, block_map=map
     the same values, to the bit, as one call of :func:`gmm_statistics` (which sums
     the same blocks in the same order).
     """
-    coefficients = _log_joint_coefficients(weights, means, variances)
-    parts = list(block_map(lambda block: _block_statistics(block, coefficients), row_blocks(descriptors)))
-    totals = np.zeros((coefficients.shape[1], coefficients.shape[0]), dtype=np.float64)
-    log_likelihood = 0.0
-    for block_totals, block_log_likelihood in parts:
-        totals += block_totals
-        log_likelihood += block_log_likelihood
-    return _split_statistics(totals, log_likelihood)
+    return _summed_statistics(descriptors, weights, means, variances, block_map, CHUNK_SIZE)
 
 
 def fisher_vector(descriptors, weights, means, variances, block_map=map):

@@ -31,8 +31,9 @@ l0 projection and the dense products of moved entries, are summed in float64 and
 rounded to float32 once; with the Gram matrix and the PCA start summed in float64 too,
 a training's steps are bit-identical across kernels but for a float64 sum that falls on
 a float32 rounding tie (``benchmarks/table2_spread.py`` measures what is left). The
-dense search's update (:meth:`Descent._update`), its gradient factors among them, and
-dense ``X U`` stay float32 BLAS.
+dense search's update under sparsity (:meth:`Descent._update`), its gradient factors
+among them, dense ``X U``, and U formed from ``U_0 diag(s) + X^T A`` without sparsity
+stay float32 BLAS.
 About a quarter more time per step at D = 40,960, R = 256, tau = 0.9.
 
 Threads: BLAS runs single-threaded inside a step (``threadpoolctl``); the large
@@ -307,10 +308,8 @@ class Descent:
         :meth:`gradient_sample`), with dF X summed in float64 and rounded to float32
         once: summed in float32 by BLAS, G's last bits changed with the OpenBLAS kernel,
         and with them which entries the l0 projection kept. float32 for the dense
-        search's update (:meth:`_update`), whose float32 GEMM depends on the kernel
-        anyway: dF X by float32 BLAS, without converting X to float64 (D = 81,920,
-        N = 745, from random U: 0.140 against 0.084 s a step at tau = 0 on 2 threads,
-        ``bench_sparse_rank.py``).
+        search's update under sparsity (:meth:`_update`), whose float32 GEMM depends on
+        the kernel anyway: dF X by float32 BLAS, without converting X to float64.
         """
         left = np.empty((2 * rows.size, self.X.shape[1]), dtype=dtype)
         left[: rows.size] = self.X[rows]
@@ -322,8 +321,9 @@ class Descent:
 
     def _update(self, mu, rows, dF, Z):
         """U <- U - mu G in place (Eq. 15 for descent), by float32 BLAS: the dense
-        search's update, whose bits depend on the BLAS kernel (the projected search's
-        step is committed by :meth:`_commit` instead)."""
+        search's update under sparsity, whose bits depend on the BLAS kernel (the
+        projected search's step is committed by :meth:`_commit` instead, a step without
+        sparsity by :meth:`_move_in_span`)."""
         left, right = self.gradient_factors(rows, dF, Z, np.float32)
         self.blocks(
             lambda a, b: sgemm(-mu, left.T, right[:, a:b], beta=1.0, c=self.UT[a:b].T, overwrite_c=True),
