@@ -883,7 +883,7 @@ def test_gradient_factors_gather_or_multiply_the_rows_of_x(
 
     monkeypatch.setattr(_descent, "_SPARSE_LOSS_DENSITY", sparse_density)
     monkeypatch.setattr(_descent, "_GATHER_ROWS_MAX", gather_max)
-    monkeypatch.setattr(_descent, "_FEATURE_BLOCK", feature_block)
+    monkeypatch.setattr(_descent, "_LOSS_FEATURE_BLOCK", feature_block)
     X, groups, query_rows, U0, problem, _ = line_problem(6, 40, 5, 4, [0])
     rows = query_rows[[0, 2, 5]]
     rng = np.random.default_rng(9)
