@@ -98,6 +98,21 @@ def test_posteriors_below_the_floor_are_zero_and_none_is_subnormal(gap):
     assert gamma[0] == pytest.approx(1.0)
 
 
+def test_a_gaussian_no_descriptor_reaches_gets_exact_zeros_after_the_power_normalisation():
+    """Posteriors below the floor are 0, not e^-50: the power normalisation (|v|^0.1) would
+    lift the e^-50-sized gradients of a Gaussian no descriptor reaches to about 1 % of a
+    visited Gaussian's entries (0.003-0.007 against 0.35-0.6 here)."""
+    weights, variances = np.array([0.5, 0.5]), np.ones((2, 2))
+    means = np.array([[0.0, 0.0], [12.0, 0.0]])
+    rng = np.random.default_rng(7)
+    # Within 0.5 of component 0: component 1's log joint is at least 12 * 5.5 = 66 below.
+    X = rng.uniform(-0.5, 0.5, (200, 2)).astype(np.float32)
+    fv = power_l2_normalise(fisher_vector(X, weights, means, variances)[None])[0]
+    # Layout [G_mu,0 G_mu,1 G_sigma,0 G_sigma,1], D = 2 each.
+    assert np.all(fv[[2, 3, 6, 7]] == 0.0)
+    assert np.all(np.abs(fv[[0, 1, 4, 5]]) > 0.1)
+
+
 def test_fisher_vector_with_floored_posteriors_matches_the_exact_posteriors():
     # Many tight components: most of a descriptor's posteriors are far below the floor,
     # a twentieth of them subnormal without it, as on real FV-256 blocks.
