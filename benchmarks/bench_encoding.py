@@ -40,7 +40,6 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from timing import best_time, fit_sklearn_gmm, machine_reference  # noqa: E402
 
 from ndir.codebooks import (  # noqa: E402
-    VladCodebook,
     encode_image,
     fit_descriptor_pca,
     fit_fisher_codebook,
@@ -160,31 +159,37 @@ def eight_codebooks(rng, n_photos):
     return codebooks
 
 
-def encoder_gemm_seconds(codebooks, n, rng, threads):
-    """Seconds of the float32 GEMMs alone that the encoders run on n descriptors, timed at
-    their own shapes (best of 5 each) on one BLAS thread, per block of ``CHUNK_SIZE``
-    descriptors: VLAD's assignment (b x 128)(128 x K), the Fisher Vector's log joint
-    (K x 161)(161 x b) and statistics (K x b)(b x 161); divided by ``threads``, as
-    ``encode_image`` runs its blocks on that many single-threaded workers. What the GEMM
-    bound would be at these shapes' own rates."""
+def encoder_gemms(codebook_names, n):
+    """The float32 GEMMs the encoders run on n descriptors, as (count, (m, k), (k, p))
+    per block size of ``CHUNK_SIZE`` descriptors (b): for VLAD-K the assignment
+    (b x 128)(128 x K), for FV-K the log joint (K x 161)(161 x b) and the statistics
+    (K x b)(b x 161). Their flops are the GEMM bound's, 2 N K 128 and 4 N K 161."""
     full_blocks, last = divmod(n, CHUNK_SIZE)
-    total = 0.0
-    for name, codebook in codebooks.items():
-        n_clusters = int(name.split("-")[1])
+    gemms = []
+    for name in codebook_names:
+        encoding, n_clusters = name.split("-")
+        n_clusters = int(n_clusters)
         for size, count in ((CHUNK_SIZE, full_blocks), (last, 1)):
             if size == 0 or count == 0:
                 continue
-            if isinstance(codebook, VladCodebook):
-                block = rng.normal(size=(size, 128)).astype(np.float32)
-                centroids_t = rng.normal(size=(128, n_clusters)).astype(np.float32)
-                seconds = best_time(lambda: block @ centroids_t, repeats=5)
+            if encoding == "vlad":
+                gemms.append((count, (size, 128), (128, n_clusters)))
             else:
-                augmented = rng.normal(size=(size, 161)).astype(np.float32)
-                coefficients_t = rng.normal(size=(n_clusters, 161)).astype(np.float32)
-                posteriors = rng.random((n_clusters, size), dtype=np.float32)
-                seconds = best_time(lambda: coefficients_t @ augmented.T, repeats=5)
-                seconds += best_time(lambda: posteriors @ augmented, repeats=5)
-            total += count * seconds
+                gemms.append((count, (n_clusters, 161), (161, size)))
+                gemms.append((count, (n_clusters, size), (size, 161)))
+    return gemms
+
+
+def encoder_gemm_seconds(codebook_names, n, rng, threads):
+    """Seconds of :func:`encoder_gemms` alone, each timed (best of 5, random C-contiguous
+    float32 operands) on the calling thread's BLAS and divided by ``threads``, as
+    ``encode_image`` runs its blocks on that many single-threaded workers: what the GEMM
+    bound would be at these shapes' own rates."""
+    total = 0.0
+    for count, left_shape, right_shape in encoder_gemms(codebook_names, n):
+        left = rng.standard_normal(left_shape, dtype=np.float32)
+        right = rng.standard_normal(right_shape, dtype=np.float32)
+        total += count * best_time(lambda: left @ right, repeats=5)
     return total / threads
 
 
@@ -211,7 +216,7 @@ def bench_image(codebooks, descriptors, threads):
     n_clusters = sum(int(name.split("-")[1]) for name in codebooks) / 2
     bound_s = n * n_clusters * (2 * 128 + 4 * 161) / gflops / 1e9
     with threadpool_limits(limits=1):
-        gemms_s = encoder_gemm_seconds(codebooks, n, np.random.default_rng(2), threads)
+        gemms_s = encoder_gemm_seconds(list(codebooks), n, np.random.default_rng(2), threads)
     print(
         f"  one {n}-descriptor image, eight codebooks: {once_s:.2f} s "
         f"(target <= 0.8 s; codebook by codebook {each_s:.2f} s; descriptors "
