@@ -36,12 +36,15 @@ from ndir.provenance import job_benchmarks, summarise_benchmarks
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_workflow(workdir, cores, configfile, targets, extra_args=()):
-    """Run snakemake under GNU time; return (wall seconds, master peak RSS in MiB)."""
+def run_workflow(workdir, cores, configfile, targets, extra_args=(), repo=REPO, env=None):
+    """Run snakemake under GNU time on ``repo``'s Snakefile (``env``: extra environment
+    variables, e.g. another checkout's ``PYTHONPATH``); return (wall seconds, master peak
+    RSS in MiB)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = dict(os.environ, PATH=path, **(env or {}))
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "snakemake", *targets]
-    cmd += ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", str(cores)]
+    cmd += ["-s", str(Path(repo) / "Snakefile"), "-d", str(workdir), "--cores", str(cores)]
     cmd += ["--configfile", str(Path(configfile).resolve()), *extra_args]
     start = time.perf_counter()
     result = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
@@ -51,6 +54,22 @@ def run_workflow(workdir, cores, configfile, targets, extra_args=()):
         sys.exit(f"snakemake failed (exit {result.returncode}); see {workdir / 'workflow_run.log'}")
     match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
     return wall, int(match.group(1)) / 1024 if match else float("nan")
+
+
+def run_totals(wall, master_rss, jobs, cores):
+    """The run's totals as ``run.json`` holds them: wall and job time, jobs, peak RSS (the
+    largest job's, Snakemake's, and their bound for ``cores`` concurrent jobs) and the
+    machine reference, measured now."""
+    return {
+        "wall_s": round(wall, 1),
+        "job_s": round(float(jobs["s"].sum()), 1),
+        "jobs": len(jobs),
+        "cores": cores,
+        "largest_job_rss_mib": round(float(jobs["max_rss"].max())),
+        "snakemake_rss_mib": round(master_rss),
+        "bound_rss_mib": round(master_rss + jobs["max_rss"].nlargest(cores).sum()),
+        "machine": machine_figures(),
+    }
 
 
 def run_peers(out, threads, quick):
@@ -90,17 +109,7 @@ def main():
     if args.peers or args.peers_quick:
         run_peers(out, args.cores, quick=args.peers_quick)
 
-    largest = jobs["max_rss"].nlargest(args.cores).sum()
-    totals = {
-        "wall_s": round(wall, 1),
-        "job_s": round(float(jobs["s"].sum()), 1),
-        "jobs": len(jobs),
-        "cores": args.cores,
-        "largest_job_rss_mib": round(float(jobs["max_rss"].max())),
-        "snakemake_rss_mib": round(master_rss),
-        "bound_rss_mib": round(master_rss + largest),
-        "machine": machine_figures(),
-    }
+    totals = run_totals(wall, master_rss, jobs, args.cores)
     (out / "run.json").write_text(json.dumps(totals, indent=2) + "\n")
     print(f"{machine_reference(totals['machine'])}; {os.cpu_count()} cores, --cores {args.cores}")
     print(f"wall time: {wall:.1f} s ({wall / 60:.1f} min); job time summed: {jobs['s'].sum():.1f} s")
