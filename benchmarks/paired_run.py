@@ -7,8 +7,8 @@ Usage (from the repository root)::
 
 Timings on these shared machines drift by 2x from day to day, so a speed-up is only read
 from runs made side by side: the baseline and the new commit are cloned from this
-repository (committed code only; ``--source``: another one) and their workflows run one after the other, ``--rounds``
-times each, alternating (baseline first in every round unless ``--new-first``), each in a
+repository (committed code only; ``--source``: another one) and their workflows run one
+after the other, ``--rounds`` times each, alternating (baseline first in every round unless ``--new-first``), each in a
 fresh working directory with its own checkout's Snakefile, config (``config.yaml`` unless
 ``--configfile``) and code (``PYTHONPATH`` set to its ``src``; the packages are this
 environment's). After every run the machine reference is measured again

@@ -1,4 +1,5 @@
 import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -15,6 +16,21 @@ from ndir.encoding import power_l2_normalise
 from ndir.projection import SparseRankProjector, save_projector
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def benchmark_script(name):
+    """The module of ``benchmarks/<name>.py``, loaded with ``benchmarks/`` on ``sys.path``
+    while it loads, for its imports of the scripts beside it (``timing``,
+    ``table2_spread``, ``workflow_run``)."""
+    folder = REPO / "benchmarks"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+    return module
 
 
 def size_limits_for(max_dim):

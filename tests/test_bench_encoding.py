@@ -1,21 +1,15 @@
 """benchmarks/bench_encoding.py's count of the encoders' GEMMs against the GEMM bound's flops."""
 
-import importlib.util
-
 import pytest
 
 from ndir.encoding import CHUNK_SIZE
 
-from .conftest import REPO
+from .conftest import benchmark_script
 
 
 @pytest.fixture
-def bench_encoding(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_encoding", REPO / "benchmarks" / "bench_encoding.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench_encoding():
+    return benchmark_script("bench_encoding")
 
 
 @pytest.mark.parametrize("n", [77_309, 2 * CHUNK_SIZE, 100])

@@ -1,24 +1,19 @@
-"""benchmarks/paired_run.py: the table of alternated runs, and two tiny runs of one commit."""
+"""benchmarks/paired_run.py: the table of alternated runs, and tiny runs of a commit and its parent."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, benchmark_script
 
 SCRIPT = REPO / "benchmarks" / "paired_run.py"
 
 
 @pytest.fixture
-def paired_run(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("paired_run", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def paired_run():
+    return benchmark_script("paired_run")
 
 
 def totals(wall_s, job_s, largest_mib, sift_ms):

@@ -1,7 +1,6 @@
 """benchmarks/seeds_spread.py on the tiny run: the run's seed reproduces its records, and
 the spread table of the other seeds' rows."""
 
-import importlib.util
 import subprocess
 import sys
 
@@ -9,29 +8,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, benchmark_script
 
 pytestmark = pytest.mark.workflow
 
 SCRIPT = REPO / "benchmarks" / "seeds_spread.py"
 
 
-def _script():
-    sys.path.insert(0, str(SCRIPT.parent))  # it imports table2_spread, beside it
-    try:
-        spec = importlib.util.spec_from_file_location("seeds_spread", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    return module
-
-
 def test_the_runs_seed_recomputed_gives_the_runs_records(tiny_run, tmp_path, monkeypatch):
     """What the script reads for the run's seed instead of recomputing it is what it
     would recompute: the vocabulary, the word counts and the three learners are
     deterministic given the seed."""
-    script = _script()
+    script = benchmark_script("seeds_spread")
     config = script.run_config(tiny_run)
     monkeypatch.chdir(tiny_run)
     recomputed = script.recompute(tiny_run, config, config["seed"], 2, tmp_path)
@@ -67,7 +55,8 @@ def test_spread_of_the_seeds_rows(tiny_run, tmp_path):
     assert list(table.columns) == ["method", "input", "n_seeds", "mean", "sd", "min", "max", "run_seed"]
     assert (table["n_seeds"] == 2).all()
     assert (table["min"] <= table["run_seed"]).all() and (table["run_seed"] <= table["max"]).all()
-    own = pd.DataFrame(_script().run_records(tiny_run, _script().run_config(tiny_run)), columns=["m", "i", "v"])
+    script = benchmark_script("seeds_spread")
+    own = pd.DataFrame(script.run_records(tiny_run, script.run_config(tiny_run)), columns=["m", "i", "v"])
     assert table["run_seed"].tolist() == own["v"].tolist()
     # The vocabulary's k-means start moves the bag of words: tf-idf differs between seeds.
     tfidf = table[table["method"] == "tf-idf"].iloc[0]

@@ -1,6 +1,5 @@
 """benchmarks/table2_spread.py on the tiny run: its CSV, and the run's seed giving Table II."""
 
-import importlib.util
 import subprocess
 import sys
 
@@ -8,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, benchmark_script
 
 pytestmark = pytest.mark.workflow
 
@@ -47,18 +46,11 @@ def test_spread_of_every_table2_cell_and_the_runs_seed_gives_table2(tiny_run, tm
     assert (pd.read_csv(differences.with_suffix(".csv"))["run_seed_diff"] == 0).all()
 
 
-def _spread_script():
-    spec = importlib.util.spec_from_file_location("table2_spread", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_compare_counts_the_accuracy_guard_cell_by_cell(tmp_path):
     """Issue 48's guard, counted by hand on three cells: the second run's seed inside
     the first's range at two decimals (0.004 above it), outside it by 0.5 point, and
     far above it with the seeds' means apart."""
-    script = _spread_script()
+    script = benchmark_script("table2_spread")
     cells = {"signature": ["vlad-64"] * 3, "R": [32, 64, 128], "tau": [0.9] * 3, "n_seeds": [5] * 3}
     first = pd.DataFrame(
         {**cells, "mean": [90.0, 91.0, 92.0], "sd": [1.0, 0.5, 0.1], "min": [89.0, 90.5, 91.9]}
@@ -87,7 +79,7 @@ def test_compare_counts_the_accuracy_guard_cell_by_cell(tmp_path):
 
 
 def test_compare_gives_a_t_of_zero_to_cells_without_spread(tmp_path):
-    script = _spread_script()
+    script = benchmark_script("table2_spread")
     same = pd.DataFrame(
         {"signature": ["fv-64"], "R": [32], "tau": [0.99], "n_seeds": [5], "mean": [93.0], "sd": [0.0]}
         | {"min": [93.0], "max": [93.0], "run_seed": [93.0]}
