@@ -44,9 +44,20 @@ def test_pair_table_ratios_per_round_and_of_the_summed_times(paired_run):
     assert table.loc["2", "sift_ms"] == "1105, 1108"
 
 
-def test_an_existing_workdir_is_refused_before_any_run(paired_run, tmp_path):
+def test_an_existing_workdir_is_refused_before_any_run(paired_run, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(paired_run, "run_workflow", lambda *args, **kwargs: calls.append((args, kwargs)) or (1.0, 2.0))
+    monkeypatch.setattr(paired_run, "job_benchmarks", lambda folder: folder)
+    monkeypatch.setattr(paired_run, "run_totals", lambda wall, rss, jobs, cores: {"wall_s": wall, "jobs": jobs})
     with pytest.raises(SystemExit, match="new --workdir"):
         paired_run.timed_run(REPO, tmp_path, 2, None)
+    assert calls == []
+    # As the message says: a new workdir runs, with the checkout's Snakefile, config and code.
+    totals = paired_run.timed_run(REPO, tmp_path / "new", 2, None)
+    ((args, kwargs),) = calls
+    assert args == (tmp_path / "new", 2, REPO / "config.yaml", [])
+    assert kwargs == {"repo": REPO, "env": {"PYTHONPATH": str(REPO / "src")}}
+    assert totals == {"wall_s": 1.0, "jobs": tmp_path / "new" / "benchmarks" / "rules"}
 
 
 @pytest.mark.workflow
