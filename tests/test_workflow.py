@@ -124,6 +124,21 @@ def test_the_longest_trainings_start_first(tmp_path, paper_grid):
     assert 0.5 <= min(priorities.values()) < max(priorities.values()) <= 1.0
 
 
+def test_every_shard_starts_before_jcf(tmp_path):
+    """The grid's trainings wait for all the signature shards, JCF for none of them: every
+    encode_shard job outranks JCF's jobs, so no shard is left to run alone after them."""
+    plan = run_snakemake(tmp_path, "-n")
+    priorities = {}
+    for block in re.split(r"\n\s*\n", plan.stdout + plan.stderr):
+        rule = re.search(r"rule (encode_shard|extract_jcf_features|train_jcf):", block)
+        if rule:
+            priority = float(re.search(r"priority: ([\d.]+)", block).group(1))
+            priorities.setdefault(rule.group(1), []).append(priority)
+    assert len(priorities["encode_shard"]) == yaml.safe_load((REPO / "config.yaml").read_text())["signatures"]["shards"]
+    jcf = priorities["extract_jcf_features"] + priorities["train_jcf"]
+    assert min(priorities["encode_shard"]) > max(jcf)
+
+
 @pytest.mark.parametrize(
     ("override", "key"),
     [

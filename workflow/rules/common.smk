@@ -46,21 +46,22 @@ ENV = "../envs/ndir.yaml"
 # Which ready job runs first on a laptop's few cores (Snakemake starts the highest
 # priority first; 0 for the rules not named). A two-thread job waits until both
 # cores are free, so the three k-means go first, while little else could run; then
-# the chain to the signatures beside JCF's trainings (the longest 47 s on one core);
-# then the grid trainings (up to 26 s a job) beside the bag of words, so that the
-# shorter SOML and baseline jobs fill the cores at the end; the readings, the seeds
-# comparison and the browser (the report's chain, 14 + 6 + 14 s) before the figures
-# (docs/results.md, "Time and memory").
+# the chain to the signatures, every shard before JCF (at equal priority the last
+# shard ran alone for 50 s of a 590 s run on a 2-core AMD EPYC: the grid waits for
+# all of them); then JCF's trainings and the grid's beside the bag of words, so that
+# the shorter SOML and baseline jobs fill the cores at the end; the readings, the
+# seeds comparison and the browser (the report's chain, 14 + 6 + 14 s) before the
+# figures (docs/results.md, "Time and memory").
 PRIORITY = {
     "fit_vlad_codebook": 10,
     "fit_visual_vocabulary": 9,
     "fit_descriptor_pca": 8,
     "fit_fisher_codebook": 6,
+    "encode_shard": 6,
+    "gather_signatures": 6,
     "extract_jcf_features": 5,
     "gather_jcf_features": 5,
     "train_jcf": 4,
-    "encode_shard": 4,
-    "gather_signatures": 4,
     "train_similarity_matrix": 2,
     "gather_bovw": 2,
     "train_sparse_projectors": 1,
