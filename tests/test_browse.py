@@ -4,7 +4,6 @@ data, at Holidays scale and on the tiny run."""
 
 import json
 import re
-import time
 
 import numpy as np
 import pandas as pd
@@ -303,28 +302,25 @@ def test_a_copy_of_the_page_without_its_data_says_where_to_open_it(browser, tmp_
 
 
 def holidays_scale(folder):
-    """A Holidays-scale page: 1,491 images (745 in the test split), 250 queries and the
-    paper's grid (8 signatures x 21 methods: full, 4 PCA, 8 learned, 8 thresholded), 168 methods."""
+    """A Holidays-scale page: the 745 images of Holidays' test split in 250 groups (224
+    queries: the groups of more than one image) and the paper's grid (8 signatures x 21
+    methods: full, 4 PCA, 8 learned, 8 thresholded), 168 methods."""
     return made_up(folder, n_images=745, n_groups=250, n_methods=168, k=browse.TOP_K, seed=1)
 
 
-def test_a_holidays_scale_page_opens_and_switches_method_within_two_seconds(browser, tmp_path):
+def test_a_holidays_scale_page_opens_and_switches_method(browser, tmp_path):
+    # How fast it opens and switches is measured by benchmarks/bench_browse.py, not here.
     data, *_ = holidays_scale(tmp_path / "page")
     assert len(data["queries"]) >= 200 and len(data["methods"]) == 168
     megabytes = (tmp_path / "page" / browse.DATA_FILE).stat().st_size / 1e6
     assert megabytes < 10, megabytes
-    started = time.perf_counter()
     opened = Opened(browser, tmp_path / "page")
     try:
-        opened_s = time.perf_counter() - started
-        switches = []
         for key in ("method-100", "method-7", "method-167"):
-            started = time.perf_counter()
             opened.page.select_option("#method", key)
             opened.page.wait_for_function(f"document.getElementById('queries').dataset.method === '{key}'")
-            switches.append(time.perf_counter() - started)
-        renders = [r["ms"] for r in opened.page.evaluate("window.NDIR_BROWSER.renders")]
-        assert opened_s < 2 and max(switches) < 2 and max(renders) < 2000, (opened_s, switches, renders)
+            assert len(shown_tops(opened)) == len(data["queries"])
+            assert opened.state().split("|")[1] == key
         assert opened.errors == []
     finally:
         opened.close()
