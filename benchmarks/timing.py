@@ -2,7 +2,6 @@
 timing, the machine reference printed beside absolute figures, and the peers that
 several scripts time ndir against."""
 
-import platform
 import time
 import warnings
 from pathlib import Path
@@ -16,6 +15,7 @@ from threadpoolctl import threadpool_limits
 import ndir
 from ndir.descriptors import CELL_SIZES, N_CELLS, STEP, dense_grid
 from ndir.preprocess import preprocess
+from ndir.provenance import blas_info, cpu_info
 
 
 def best_time(function, repeats=3, warmup=True):
@@ -67,8 +67,8 @@ def dense_keypoints(height, width):
 def machine_figures():
     """What places absolute timings on the machine that measured them: OpenCV SIFT's ms
     per 512x384 photo (one thread, on dense_hog's grid: the reference code of
-    ``bench_descriptors.py``) and one-thread float32 GEMM GFLOP/s (2048^3), with the CPU,
-    as ``{"sift_ms", "sgemm_gflops", "cpu"}``.
+    ``bench_descriptors.py``) and one-thread float32 GEMM GFLOP/s (2048^3), with the CPU
+    (:func:`cpu_description`), as ``{"sift_ms", "sgemm_gflops", "cpu"}``.
 
     Timings on shared machines drift by 2x from day to day: a figure compares with
     another only where their references agree (or scaled by them).
@@ -85,7 +85,7 @@ def machine_figures():
     a, b = (np.random.default_rng(seed).standard_normal((2048, 2048), dtype=np.float32) for seed in (0, 1))
     with threadpool_limits(1, user_api="blas"):
         gflops = 2 * 2048**3 / best_time(lambda: a @ b, 3) / 1e9
-    return {"sift_ms": round(sift_ms), "sgemm_gflops": round(gflops), "cpu": _cpu_model()}
+    return {"sift_ms": round(sift_ms), "sgemm_gflops": round(gflops), "cpu": cpu_description(cpu_info(), blas_info())}
 
 
 def machine_reference(figures=None):
@@ -98,14 +98,28 @@ def machine_reference(figures=None):
     )
 
 
-def _cpu_model():
-    """The CPU's model name (/proc/cpuinfo), else what ``platform`` knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+#: The widest vector extension a CPU flag names, widest first (x86's, then ARM's).
+VECTOR_LEVELS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sve", "SVE"), ("asimd", "NEON"))
+
+
+def cpu_description(cpu, blas):
+    """The CPU as the machine reference names it: its model, its widest vector extension
+    and the kernel NumPy's OpenBLAS picked on it, e.g. ``"AMD EPYC, AVX-512, OpenBLAS
+    SkylakeX"``.
+
+    Two CPUs of one model name can differ in both (AMD EPYCs with AVX2 only and with
+    AVX-512 both report "AMD EPYC"), and with them the timings and the float32 bits.
+
+    cpu : dict of :func:`ndir.provenance.cpu_info` (``model``, ``machine``,
+        ``vector_extensions``, the latter None where no cpuinfo names them).
+    blas : list of :func:`ndir.provenance.blas_info` (``library``, ``architecture``).
+    """
+    parts = [cpu["model"] or cpu["machine"]]
+    extensions = set(cpu["vector_extensions"] or ())
+    parts += [name for flag, name in VECTOR_LEVELS if flag in extensions][:1]
+    kernels = [library["architecture"] for library in blas if library["library"].startswith("numpy")]
+    parts += [f"OpenBLAS {kernel}" for kernel in kernels[:1] if kernel]
+    return ", ".join(parts)
 
 
 def fit_sklearn_gmm(X, weights, means, variances, max_iter):
