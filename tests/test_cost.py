@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from ndir import encoding
 from ndir.projection import cost
 from ndir.projection.cost import projection_cost, projection_latency
 from ndir.projection.product import sparse_batch_product
@@ -127,7 +128,8 @@ def test_latency_reports_the_batch_and_the_difference_of_its_products(n_rows, mo
 
 def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
     """The sparse batch product gets as many threads as BLAS has (so that the batch
-    speed-up compares like with like), one when no BLAS pool is reported."""
+    speed-up compares like with like): the fewest of its libraries (one loaded after a
+    limit keeps its default), one when no BLAS pool is reported."""
     seen = []
 
     def spy(U, X, n_threads):
@@ -136,12 +138,16 @@ def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
 
     monkeypatch.setattr(cost, "sparse_batch_product", spy)
     pools = [{"user_api": "openmp", "num_threads": 7}, {"user_api": "blas", "num_threads": 3}]
-    monkeypatch.setattr(cost, "threadpool_info", lambda: pools)
+    monkeypatch.setattr(encoding, "threadpool_info", lambda: pools)
     projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
     assert seen and set(seen) == {3}
+    seen.clear()
+    monkeypatch.setattr(encoding, "threadpool_info", lambda: [*pools, {"user_api": "blas", "num_threads": 1}])
+    projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
+    assert seen and set(seen) == {1}
     # No BLAS pool reported: one thread (the product takes n_jobs >= 1).
     seen.clear()
-    monkeypatch.setattr(cost, "threadpool_info", lambda: pools[:1])
+    monkeypatch.setattr(encoding, "threadpool_info", lambda: pools[:1])
     projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
     assert seen and set(seen) == {1}
     # The API named by an equal string that is not the interned literal (as read back
@@ -149,7 +155,7 @@ def test_latency_runs_the_sparse_batch_on_blas_threads(monkeypatch):
     seen.clear()
     read_back = json.loads(json.dumps(pools))
     assert read_back[1]["user_api"] is not pools[1]["user_api"]
-    monkeypatch.setattr(cost, "threadpool_info", lambda: read_back)
+    monkeypatch.setattr(encoding, "threadpool_info", lambda: read_back)
     projection_latency(column_sparse(300, 8, 10, seed=3), np.ones((5, 300), dtype=np.float32), n_single=1, n_batch=1)
     assert seen and set(seen) == {3}
 

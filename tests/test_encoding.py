@@ -1,5 +1,8 @@
 """VLAD, Fisher Vector, GMM posteriors and power + L2 normalisation against slow loops."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -342,6 +345,30 @@ def test_blas_block_map_runs_blocks_on_threads_with_single_threaded_blas():
         assert all(threads == {1} for _, _, threads in seen)
         assert threading.get_ident() not in {ident for _, ident, _ in seen}
         assert blas_threads() == {2}
+
+
+def test_a_blas_loaded_after_a_one_thread_limit_does_not_undo_it():
+    """A rule limits BLAS to one thread, then reading its first image imports
+    scipy.linalg, whose own OpenBLAS starts with its default threads: the encoders'
+    map must stay the builtin one (it ran two threads in a one-thread job outside
+    Snakemake, which sets OPENBLAS_NUM_THREADS, and in ``ndir`` used as a library)."""
+    script = (
+        "from threadpoolctl import threadpool_limits\n"
+        "from ndir.encoding import blas_block_map\n"
+        "with threadpool_limits(limits=1, user_api='blas'):\n"
+        "    import scipy.linalg\n"
+        "    with blas_block_map() as block_map:\n"
+        "        print(block_map is map)\n"
+        "with blas_block_map() as block_map:\n"
+        "    print(block_map is map)\n"
+    )
+    variables = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS")
+    env = {name: value for name, value in os.environ.items() if name not in variables}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    limited, unlimited = result.stdout.split()
+    assert limited == "True"
+    if len(os.sched_getaffinity(0)) > 1:
+        assert unlimited == "False", "without a limit the blocks run on threads"
 
 
 def numpy_blas_threads():

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse
-from threadpoolctl import ThreadpoolController
+from threadpoolctl import ThreadpoolController, threadpool_info
 
 CHUNK_SIZE = 4096
 """Descriptors per block: a (4096, 512) float32 block is 8 MiB and stays in cache."""
@@ -66,9 +66,18 @@ def single_threaded_blas_pool(n_threads):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def blas_threads():
+    """The threads BLAS may use now: the fewest of the BLAS libraries loaded (1 when
+    none is). One loaded after a limit was set keeps its own default (SciPy's, loaded
+    by the first import of ``scipy.linalg``, as reading an image does) and must not
+    undo the limit."""
+    return min((pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"), default=1)
+
+
 @contextmanager
 def blas_block_map():
-    """A ``map`` for blocks of rows, on as many threads as BLAS may use now.
+    """A ``map`` for blocks of rows, on as many threads as BLAS may use now
+    (:func:`blas_threads`).
 
     The ``map`` it yields runs its calls on that many Python threads (NumPy and
     BLAS release the GIL), each with single-threaded BLAS
@@ -87,8 +96,7 @@ def blas_block_map():
         yield map
         return
     with _BLAS_LIMITS:
-        blas = ThreadpoolController().select(user_api="blas")
-        n_threads = max([info["num_threads"] for info in blas.info()] + [1])
+        n_threads = blas_threads()
         if n_threads == 1:
             yield map
             return
