@@ -110,7 +110,8 @@ def projection_latency(components, X, n_single=50, n_batch=3):
     single_dense = _median_time(lambda x: x @ dense, rows)
     single_sparse = _median_time(lambda x: sparse_t_rows @ x, rows)
     batch_dense, Y_dense = _median_time_once(lambda: X @ dense, n_batch)
-    batch_sparse, Y_sparse = _median_time_once(lambda: sparse_batch_product(sparse, X, blas_threads()), n_batch)
+    n_threads = blas_threads()
+    batch_sparse, Y_sparse = _median_time_once(lambda: sparse_batch_product(sparse, X, n_threads), n_batch)
     XT = np.ascontiguousarray(X.T)
     batch_kernel, _ = _median_time_once(lambda: sparse_t_cols @ XT, n_batch)
     return {
